@@ -1,0 +1,89 @@
+package cluster
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
+)
+
+// startAPIServer starts etcd and kube-apiserver through envtest, installs the CRDs and waits until they are
+// established, and writes the administrator's kubeconfig.
+func (c *Cluster) startAPIServer() error {
+	etcd, err := c.withDeathSignal(filepath.Join(c.opts.ToolsDir, "etcd"))
+	if err != nil {
+		return err
+	}
+	apiserver, err := c.withDeathSignal(filepath.Join(c.opts.ToolsDir, "kube-apiserver"))
+	if err != nil {
+		return err
+	}
+	etcdLog, err := c.openLog("etcd")
+	if err != nil {
+		return err
+	}
+	defer etcdLog.Close()
+	apiLog, err := c.openLog("kube-apiserver")
+	if err != nil {
+		return err
+	}
+	defer apiLog.Close()
+
+	certDir, dataDir := filepath.Join(c.Dir, "apiserver"), filepath.Join(c.Dir, "etcd")
+	for _, d := range []string{certDir, dataDir} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return err
+		}
+	}
+	api := &envtest.APIServer{Path: apiserver, CertDir: certDir, Out: apiLog, Err: apiLog}
+	// KWOK's nodes carry their name as Hostname address too, which does not resolve: reach them by IP.
+	api.Configure().Set("kubelet-preferred-address-types", "InternalIP")
+
+	var crds []*apiextensionsv1.CustomResourceDefinition
+	if c.Profile == ProfileFull {
+		crd, err := kwokLogsCRD()
+		if err != nil {
+			return err
+		}
+		crds = append(crds, crd)
+	}
+	c.env = &envtest.Environment{
+		ControlPlane: envtest.ControlPlane{
+			APIServer: api,
+			Etcd:      &envtest.Etcd{Path: etcd, DataDir: dataDir, Out: etcdLog, Err: etcdLog},
+		},
+		CRDDirectoryPaths:     c.opts.CRDDirs,
+		CRDs:                  crds,
+		ErrorIfCRDPathMissing: true,
+		BinaryAssetsDirectory: c.opts.ToolsDir,
+	}
+	cfg, err := c.env.Start()
+	if err != nil {
+		return fmt.Errorf("envtest: %w", err)
+	}
+	c.Config = cfg
+	c.kubeconfig = c.env.KubeConfig
+	c.KubeconfigPath = filepath.Join(c.Dir, "kubeconfig")
+	if err := c.WriteKubeconfig(c.KubeconfigPath); err != nil {
+		return err
+	}
+	c.client, err = kubernetes.NewForConfig(cfg)
+	return err
+}
+
+// kwokLogsCRD is KWOK's Logs CRD: a Logs object tells KWOK which files hold a pod's container logs.
+func kwokLogsCRD() (*apiextensionsv1.CustomResourceDefinition, error) {
+	data, err := manifests.ReadFile("manifests/kwok.x-k8s.io_logs.yaml")
+	if err != nil {
+		return nil, err
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := yaml.UnmarshalStrict(data, crd); err != nil {
+		return nil, fmt.Errorf("kwok Logs CRD: %w", err)
+	}
+	return crd, nil
+}

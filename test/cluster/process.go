@@ -1,0 +1,186 @@
+package cluster
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// stopTimeout is how long a component may take to exit after SIGTERM before it is killed.
+const stopTimeout = 10 * time.Second
+
+// process is one component the cluster started and must stop.
+type process struct {
+	name string
+	cmd  *exec.Cmd
+	done chan struct{} // closed once the process has exited
+	err  error         // how it exited; read only after done is closed
+}
+
+// startProcess starts a component in its own process group, with its output in LogDir/<name>.log. The process
+// gets SIGKILL when the process that started it dies, so no component outlives a crashed or killed test.
+func (c *Cluster) startProcess(name, binary string, args, env []string) (*process, error) {
+	out, err := c.openLog(name)
+	if err != nil {
+		return nil, err
+	}
+	defer out.Close() // the child has its own copy
+
+	cmd := exec.Command(binary, args...)
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.Env = append(os.Environ(), env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if _, err := fmt.Fprintf(out, "# %s\n", strings.Join(cmd.Args, " ")); err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &process{name: name, cmd: cmd, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	c.procs = append(c.procs, p)
+	return p, nil
+}
+
+// exited returns an error if the process has already exited, nil while it runs.
+func (p *process) exited() error {
+	select {
+	case <-p.done:
+		return fmt.Errorf("%s exited: %v", p.name, p.err)
+	default:
+		return nil
+	}
+}
+
+// stop sends SIGTERM to the process group, and SIGKILL if it has not exited within stopTimeout.
+func (p *process) stop() error {
+	if p.exited() != nil {
+		return nil
+	}
+	pgid := -p.cmd.Process.Pid
+	if err := syscall.Kill(pgid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("stop %s: %w", p.name, err)
+	}
+	select {
+	case <-p.done:
+		return nil
+	case <-time.After(stopTimeout):
+	}
+	if err := syscall.Kill(pgid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("kill %s: %w", p.name, err)
+	}
+	<-p.done
+	return fmt.Errorf("%s did not exit within %v of SIGTERM and was killed", p.name, stopTimeout)
+}
+
+// openLog creates (or truncates) LogDir/<name>.log.
+func (c *Cluster) openLog(name string) (*os.File, error) {
+	f, err := os.Create(filepath.Join(c.LogDir, name+".log"))
+	if err != nil {
+		return nil, fmt.Errorf("create log of %s: %w", name, err)
+	}
+	c.components = append(c.components, name)
+	return f, nil
+}
+
+// withDeathSignal writes a script that runs binary with the parent-death signal set to SIGKILL, for the
+// processes envtest starts (it offers no way to set SysProcAttr). setpriv execs, so the component keeps the
+// script's pid and its parent stays the process that started it.
+func (c *Cluster) withDeathSignal(binary string) (string, error) {
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		return "", fmt.Errorf("setpriv (util-linux) is needed to tie etcd and kube-apiserver to this process: %w", err)
+	}
+	dir := filepath.Join(c.Dir, "bin")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	script := filepath.Join(dir, filepath.Base(binary))
+	body := fmt.Sprintf("#!/bin/sh\nexec %s --pdeathsig KILL -- %s \"$@\"\n", setpriv, binary)
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		return "", err
+	}
+	return script, nil
+}
+
+// waitUntil polls cond every 100ms until it is true, ctx ends or timeout passes. It fails at once if one of
+// procs has exited, since whatever cond waits for will then never happen.
+func waitUntil(ctx context.Context, timeout time.Duration, what string, procs []*process, cond func(context.Context) (bool, error)) error {
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		for _, p := range procs {
+			if err := p.exited(); err != nil {
+				return false, err
+			}
+		}
+		ok, err := cond(ctx)
+		if err != nil {
+			last = err
+		}
+		return ok, nil
+	})
+	if err != nil {
+		if last != nil {
+			return fmt.Errorf("waiting for %s: %w (last error: %v)", what, err, last)
+		}
+		return fmt.Errorf("waiting for %s: %w", what, err)
+	}
+	return nil
+}
+
+// httpOK reports whether GET url answers 200. Components serve health endpoints with self-signed certificates.
+func httpOK(ctx context.Context, url string) (bool, error) {
+	client := &http.Client{
+		Timeout:   time.Second,
+		Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, //nolint:gosec // loopback health check
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return false, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return false, err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return false, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return true, nil
+}
+
+// tlsServing reports whether a TLS server answers a handshake at addr.
+func tlsServing(ctx context.Context, addr string) (bool, error) {
+	d := tls.Dialer{Config: &tls.Config{InsecureSkipVerify: true}} //nolint:gosec // loopback readiness check
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return false, err
+	}
+	return true, conn.Close()
+}
+
+// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

@@ -1,0 +1,46 @@
+package cluster
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// StartForTest starts a cluster for a test and stops it when the test ends. The components' logs go to a
+// temporary folder (unless opts.LogDir is set) that is removed when the test passes; when it fails, the tail
+// of every log is printed and the folder kept. Missing binaries fail the test with a hint to run `make tools`.
+func StartForTest(t testing.TB, opts Options) *Cluster {
+	t.Helper()
+	ownLogDir := opts.LogDir == ""
+	if ownLogDir {
+		dir, err := os.MkdirTemp("", "trainjob-cluster-logs-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts.LogDir = dir
+	}
+	begin := time.Now()
+	c, err := Start(t.Context(), opts)
+	if err != nil {
+		t.Fatalf("%v\ncomponent logs kept in %s", err, opts.LogDir)
+	}
+	t.Logf("local cluster (%s profile) started in %v; kubeconfig %s; logs in %s",
+		c.Profile, time.Since(begin).Round(time.Millisecond), c.KubeconfigPath, c.LogDir)
+	t.Cleanup(func() {
+		if t.Failed() {
+			var tails strings.Builder
+			c.DumpLogs(&tails, 40)
+			t.Logf("local cluster logs (kept in %s):\n%s", c.LogDir, tails.String())
+		}
+		if err := c.Stop(); err != nil {
+			t.Errorf("stop local cluster: %v", err)
+		}
+		if ownLogDir && !t.Failed() {
+			if err := os.RemoveAll(c.LogDir); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	return c
+}
