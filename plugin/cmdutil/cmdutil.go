@@ -1,0 +1,115 @@
+// Package cmdutil holds what every command of the kubectl plugin shares:
+// the client factory built from kubectl's global flags, exit codes, colour.
+package cmdutil
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/cli-runtime/pkg/printers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/scheme"
+)
+
+// Exit codes of every command (documented in --help and the README).
+const (
+	ExitOK      = 0 // success, or the TrainJob is Complete
+	ExitError   = 1 // any error
+	ExitFailed  = 2 // the TrainJob Failed
+	ExitTimeout = 3 // a wait timed out
+)
+
+// ExitCodeError carries the exit code of a command that did not succeed.
+type ExitCodeError struct {
+	Code int
+	Err  error
+}
+
+func (e *ExitCodeError) Error() string { return e.Err.Error() }
+func (e *ExitCodeError) Unwrap() error { return e.Err }
+
+// WithExitCode wraps err so the binary exits with code.
+func WithExitCode(code int, err error) error { return &ExitCodeError{Code: code, Err: err} }
+
+// ExitCode is the process exit code for a command's error.
+func ExitCode(err error) int {
+	if err == nil {
+		return ExitOK
+	}
+	var ec *ExitCodeError
+	if errors.As(err, &ec) {
+		return ec.Code
+	}
+	return ExitError
+}
+
+// Factory builds clients from kubectl's global flags.
+type Factory struct {
+	ConfigFlags *genericclioptions.ConfigFlags
+	// Color is the --color flag: auto, always or never.
+	Color string
+}
+
+// NewFactory returns a factory with every kubectl global flag.
+func NewFactory() *Factory {
+	return &Factory{ConfigFlags: genericclioptions.NewConfigFlags(true).WithDiscoveryQPS(50), Color: "auto"}
+}
+
+// RESTConfig is the client config, with a clear error when there is none.
+func (f *Factory) RESTConfig() (*rest.Config, error) {
+	cfg, err := f.ConfigFlags.ToRESTConfig()
+	if err != nil {
+		return nil, fmt.Errorf("no cluster to talk to: %w (set KUBECONFIG or pass --kubeconfig)", err)
+	}
+	cfg.QPS, cfg.Burst = 50, 100
+	return cfg, nil
+}
+
+// Namespace is the namespace of --namespace or the current context, and
+// whether it was given explicitly.
+func (f *Factory) Namespace() (string, bool, error) {
+	return f.ConfigFlags.ToRawKubeConfigLoader().Namespace()
+}
+
+// Client is a controller-runtime client with the project's scheme.
+func (f *Factory) Client() (client.WithWatch, error) {
+	cfg, err := f.RESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	return client.NewWithWatch(cfg, client.Options{Scheme: scheme.New()})
+}
+
+// Clientset is a client-go clientset (for pod logs and events).
+func (f *Factory) Clientset() (kubernetes.Interface, error) {
+	cfg, err := f.RESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.NewForConfig(cfg)
+}
+
+// UseColor tells whether to colour output written to out: --color=always,
+// or auto on a terminal without NO_COLOR and TERM=dumb.
+func (f *Factory) UseColor(out io.Writer) bool {
+	switch f.Color {
+	case "always":
+		return true
+	case "never":
+		return false
+	}
+	if os.Getenv("NO_COLOR") != "" {
+		return false
+	}
+	return printers.AllowsColorOutput(out)
+}
+
+// Streams are the IO streams of a command.
+type Streams = genericiooptions.IOStreams

@@ -1,0 +1,60 @@
+// Package plugin is the kubectl plugin face of the binary: `kubectl trainjob …`.
+// Each command lives in its own file or package with an Options struct
+// (Complete, Validate, Run) as kubectl's own commands do.
+package plugin
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+	_ "k8s.io/client-go/plugin/pkg/client/auth" // auth plugins of kubeconfigs (exec, oidc, …)
+
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
+)
+
+// CommandAdder adds a subcommand; each command package provides one.
+type CommandAdder func(f *cmdutil.Factory, streams cmdutil.Streams) *cobra.Command
+
+// exitCodesHelp is appended to the root's help.
+const exitCodesHelp = `
+Exit codes:
+  0  success (for wait, logs -f and create --wait: the TrainJob is Complete)
+  1  error
+  2  the TrainJob Failed
+  3  timed out waiting`
+
+// NewRootCommand is `kubectl trainjob` with the given subcommands.
+func NewRootCommand(f *cmdutil.Factory, streams cmdutil.Streams, adders ...CommandAdder) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "kubectl-trainjob",
+		Short: "Create TrainJobs and see where each one is in its pipeline",
+		Long: strings.TrimSpace(`
+kubectl trainjob creates Kubeflow TrainJobs (trainer.kubeflow.org/v1alpha1) and
+shows where each one is in its pipeline: its stage, its condition transitions,
+the pods of each stage and why they wait, and their logs. It works against
+Kubeflow Trainer's own controller and against its operator
+(kubectl trainjob operator), which is the same binary.`) + "\n" + exitCodesHelp,
+		Annotations:       map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl trainjob"},
+		SilenceUsage:      true,
+		SilenceErrors:     true,
+		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
+	}
+	root.SetIn(streams.In)
+	root.SetOut(streams.Out)
+	root.SetErr(streams.ErrOut)
+	f.ConfigFlags.AddFlags(root.PersistentFlags())
+	root.PersistentFlags().StringVar(&f.Color, "color", "auto", "Colour output: auto (on a terminal, unless NO_COLOR is set), always or never")
+	_ = root.RegisterFlagCompletionFunc("color", cobra.FixedCompletions([]string{"auto", "always", "never"}, cobra.ShellCompDirectiveNoFileComp))
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		switch f.Color {
+		case "auto", "always", "never":
+			return nil
+		}
+		return fmt.Errorf("invalid --color %q: use auto, always or never", f.Color)
+	}
+	for _, add := range adders {
+		root.AddCommand(add(f, streams))
+	}
+	return root
+}
