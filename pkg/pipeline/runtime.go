@@ -110,9 +110,46 @@ func NewRuntimeInfo(tj *trainer.TrainJob, rt *Runtime) (*RuntimeInfo, error) {
 	return info, nil
 }
 
-// PodRequests are the effective resource requests of one pod of a spec.
+// PodRequests are the effective resource requests of one pod of a spec. A
+// limit without a request counts as a request of the same amount, as the
+// API server defaults it when the pod is created.
 func PodRequests(spec *corev1.PodSpec) corev1.ResourceList {
-	return resourcehelper.PodRequests(&corev1.Pod{Spec: *spec}, resourcehelper.PodResourcesOptions{})
+	pod := &corev1.Pod{Spec: *spec}
+	if limitsWithoutRequests(spec.InitContainers) || limitsWithoutRequests(spec.Containers) {
+		pod.Spec.InitContainers = requestsDefaulted(spec.InitContainers)
+		pod.Spec.Containers = requestsDefaulted(spec.Containers)
+	}
+	return resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+}
+
+func limitsWithoutRequests(cs []corev1.Container) bool {
+	for _, c := range cs {
+		for name := range c.Resources.Limits {
+			if _, ok := c.Resources.Requests[name]; !ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func requestsDefaulted(cs []corev1.Container) []corev1.Container {
+	out := make([]corev1.Container, len(cs))
+	for k, c := range cs {
+		out[k] = c
+		if len(c.Resources.Limits) == 0 {
+			continue
+		}
+		req := make(corev1.ResourceList, len(c.Resources.Limits)+len(c.Resources.Requests))
+		for name, q := range c.Resources.Limits {
+			req[name] = q
+		}
+		for name, q := range c.Resources.Requests {
+			req[name] = q
+		}
+		out[k].Resources.Requests = req
+	}
+	return out
 }
 
 // resourcesTarget is the pod set whose `node` container gets resourcesPerNode:

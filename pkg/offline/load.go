@@ -1,0 +1,148 @@
+// Package offline runs the operator's pipeline without a cluster: it reads
+// TrainJobs and runtimes from files, admits them as the API server and the
+// webhook would (CRD schema, CEL, defaults, CustomValidation plugins) and
+// runs the Build phase. `render` and `describe-pipeline -f` use it.
+package offline
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
+)
+
+// Source names where an object was read: a file and its document number.
+type Source struct {
+	File     string
+	Document int
+}
+
+func (s Source) String() string {
+	if s.Document <= 1 {
+		return s.File
+	}
+	return fmt.Sprintf("%s (document %d)", s.File, s.Document)
+}
+
+// Inputs are the TrainJobs and runtimes read from files.
+type Inputs struct {
+	TrainJobs []*trainer.TrainJob
+	Runtimes  []*pipeline.Runtime
+	// Sources maps each object read to where it came from.
+	Sources map[client.Object]Source
+}
+
+// Loader reads files into Inputs.
+type Loader struct {
+	Schema *Schema
+	// Namespace is given to namespaced objects without one.
+	Namespace string
+	// Stdin is read for the file name "-".
+	Stdin io.Reader
+}
+
+// Load reads every document of every file. Documents of other kinds are
+// ignored; a document of our kinds that the API server would refuse is an
+// error naming the file.
+func (l *Loader) Load(ctx context.Context, in *Inputs, files ...string) error {
+	if in.Sources == nil {
+		in.Sources = map[client.Object]Source{}
+	}
+	for _, name := range files {
+		var data []byte
+		var err error
+		if name == "-" {
+			if l.Stdin == nil {
+				return errors.New("-f -: no standard input")
+			}
+			data, err = io.ReadAll(l.Stdin)
+			name = "<stdin>"
+		} else {
+			data, err = os.ReadFile(name)
+		}
+		if err != nil {
+			return err
+		}
+		if err := l.loadDocuments(ctx, in, name, data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (l *Loader) loadDocuments(ctx context.Context, in *Inputs, file string, data []byte) error {
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for doc := 1; ; doc++ {
+		src := Source{File: file, Document: doc}
+		var raw map[string]any
+		if err := dec.Decode(&raw); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return fmt.Errorf("%s: %w", src, err)
+		}
+		if len(raw) == 0 {
+			continue
+		}
+		u := &unstructured.Unstructured{Object: raw}
+		gvk := u.GroupVersionKind()
+		if gvk.Kind == "" {
+			return fmt.Errorf("%s: object has no kind: every document needs apiVersion and kind", src)
+		}
+		if gvk.Group != trainer.GroupVersion.Group {
+			continue
+		}
+		if !l.Schema.Knows(gvk) {
+			return fmt.Errorf("%s: unknown kind %s: want TrainJob, TrainingRuntime or ClusterTrainingRuntime of %s", src, gvk.Kind, trainer.GroupVersion)
+		}
+		if gvk.Kind != trainer.ClusterTrainingRuntimeKind && u.GetNamespace() == "" {
+			u.SetNamespace(l.Namespace)
+		}
+		if err := l.Schema.Admit(ctx, u); err != nil {
+			return fmt.Errorf("%s: %w", src, err)
+		}
+		obj, err := typed(u)
+		if err != nil {
+			return fmt.Errorf("%s: %w", src, err)
+		}
+		in.Sources[obj] = src
+		switch o := obj.(type) {
+		case *trainer.TrainJob:
+			in.TrainJobs = append(in.TrainJobs, o)
+		default:
+			rt, err := pipeline.RuntimeOf(obj)
+			if err != nil {
+				return fmt.Errorf("%s: %w", src, err)
+			}
+			in.Runtimes = append(in.Runtimes, rt)
+		}
+	}
+}
+
+func typed(u *unstructured.Unstructured) (client.Object, error) {
+	var obj client.Object
+	switch u.GetKind() {
+	case trainer.TrainJobKind:
+		obj = &trainer.TrainJob{}
+	case trainer.TrainingRuntimeKind:
+		obj = &trainer.TrainingRuntime{}
+	case trainer.ClusterTrainingRuntimeKind:
+		obj = &trainer.ClusterTrainingRuntime{}
+	default:
+		return nil, fmt.Errorf("unsupported kind %s", u.GetKind())
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(u.Object, obj, true); err != nil {
+		return nil, err
+	}
+	return obj, nil
+}
