@@ -93,9 +93,13 @@ func (*Torch) EnforceMLPolicy(info *pipeline.RuntimeInfo, tj *trainer.TrainJob) 
 		pet := env[:]
 		if isTorchTune(jt) {
 			pet = env[:3]
-			// The whole command, `tune run` included: the JobSet builder must
-			// not copy spec.trainer.command over it.
+			// Torch settles the whole entrypoint here, `tune run` included, and
+			// the args as the JobSet builder would (replaced when set): the
+			// builder must not copy spec.trainer.command or args over them.
 			c.Command = torchtuneCommand(c.Command, tj, addr, nodes, nproc, gpus)
+			if len(jt.Args) > 0 {
+				c.Args = slices.Clone(jt.Args)
+			}
 		}
 		c.Env = slices.Grow(c.Env, len(jt.Env)+len(pet))
 		pipeline.UpsertEnv(c, jt.Env...)

@@ -75,6 +75,7 @@ type trainerResult struct {
 	Env     []corev1.EnvVar
 	Ports   []corev1.ContainerPort
 	Command []string
+	Args    []string
 }
 
 func trainerResultOf(t testing.TB, info *pipeline.RuntimeInfo) trainerResult {
@@ -85,7 +86,7 @@ func trainerResultOf(t testing.TB, info *pipeline.RuntimeInfo) trainerResult {
 	}
 	r := trainerResult{Count: ps.Count}
 	if c := ps.Container("node"); c != nil {
-		r.Env, r.Ports, r.Command = c.Env, c.Ports, c.Command
+		r.Env, r.Ports, r.Command, r.Args = c.Env, c.Ports, c.Command, c.Args
 	}
 	return r
 }

@@ -217,8 +217,13 @@ func TestTorchTuneCommand(t *testing.T) {
 			if err != nil {
 				t.Fatalf("EnforceMLPolicy: %v", err)
 			}
-			if diff := cmp.Diff(tc.want, trainerResultOf(t, info).Command); diff != "" {
+			got := trainerResultOf(t, info)
+			if diff := cmp.Diff(tc.want, got.Command); diff != "" {
 				t.Errorf("command (-want +got):\n%s", diff)
+			}
+			// Args are the TrainJob's, after the command, as config overrides.
+			if diff := cmp.Diff(trainJob(t, ref, tc.trainer).Spec.Trainer.Args, got.Args); diff != "" {
+				t.Errorf("args (-want +got):\n%s", diff)
 			}
 		})
 	}
