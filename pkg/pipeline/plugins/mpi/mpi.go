@@ -1,0 +1,368 @@
+// Package mpi is the MPI plugin (OpenMPI only): a launcher pod runs mpirun
+// and reaches the node pods over SSH. The plugin sizes the `node` job, mounts
+// the SSH keys and the hostfile, and builds the Secret and ConfigMap that
+// hold them. It reads the cluster only to learn whether the Secret exists:
+// the Secret is immutable, so it is generated once and never re-applied.
+package mpi
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"golang.org/x/crypto/ssh"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
+)
+
+// Name is the plugin's name in the registry.
+const Name = "MPI"
+
+// Names of the objects, volumes, keys and files the plugin owns.
+const (
+	SSHAuthSecretSuffix     = "-mpi-ssh-auth"
+	HostfileConfigMapSuffix = "-mpi-hostfile"
+
+	sshAuthVolume  = "mpi-ssh-auth"
+	hostfileVolume = "mpi-hostfile"
+
+	// sshPublicKey is the Secret key of the authorized_keys line; the private
+	// key is under corev1.SSHAuthPrivateKey, as kubernetes.io/ssh-auth requires.
+	sshPublicKey = "ssh-publickey"
+	// hostfileKey is the ConfigMap key (and file name) of the hostfile.
+	hostfileKey = "hostfile"
+
+	privateKeyFile     = "id_rsa"
+	publicKeyFile      = "id_rsa.pub"
+	authorizedKeysFile = "authorized_keys"
+
+	hostfileDir             = "/etc/mpi"
+	defaultSSHAuthMountPath = "/root/.ssh"
+)
+
+// OpenMPI settings given to the launcher; users may not set them.
+const (
+	envHostfile          = "OMPI_MCA_orte_default_hostfile"
+	envKeepFQDNHostnames = "OMPI_MCA_orte_keep_fqdn_hostnames"
+	envDefaultSlots      = "OMPI_MCA_orte_set_default_slots"
+	envRSHArgs           = "OMPI_MCA_plm_rsh_args"
+
+	rshArgs = "-o ConnectionAttempts=10"
+)
+
+var reservedEnvs = [...]string{envHostfile, envKeepFQDNHostnames, envDefaultSlots, envRSHArgs}
+
+// MPI implements the mlPolicy.mpi runtimes.
+type MPI struct {
+	client client.Client
+	// generateKey makes the key pair of a new SSH auth Secret. It is a field
+	// so tests can fix the key: since Go 1.26 ecdsa.GenerateKey ignores the
+	// io.Reader it is given, so injecting a reader would not make it
+	// deterministic.
+	generateKey func() (*ecdsa.PrivateKey, error)
+}
+
+var (
+	_ pipeline.EnforceMLPolicyPlugin  = (*MPI)(nil)
+	_ pipeline.CustomValidationPlugin = (*MPI)(nil)
+	_ pipeline.WatchExtensionPlugin   = (*MPI)(nil)
+	_ pipeline.ComponentBuilderPlugin = (*MPI)(nil)
+)
+
+// New builds the MPI plugin. h.Client may be nil (offline): Build then
+// assumes the SSH auth Secret does not exist yet.
+func New(_ context.Context, h pipeline.Handle) (pipeline.Plugin, error) {
+	return &MPI{client: h.Client, generateKey: generateP521Key}, nil
+}
+
+// Name returns the plugin's name.
+func (m *MPI) Name() string { return Name }
+
+func generateP521Key() (*ecdsa.PrivateKey, error) {
+	return ecdsa.GenerateKey(elliptic.P521(), rand.Reader)
+}
+
+// EnforceMLPolicy sizes the `node` job, settles numProcPerNode and gives
+// the `node` and `launcher` pods their SSH keys, and the launcher its
+// hostfile and OpenMPI settings.
+func (m *MPI) EnforceMLPolicy(info *pipeline.RuntimeInfo, trainJob *trainer.TrainJob) error {
+	policy := mpiPolicy(info)
+	if policy == nil {
+		return nil
+	}
+	if impl := ptr.Deref(policy.MPIImplementation, trainer.MPIImplementationOpenMPI); impl != trainer.MPIImplementationOpenMPI && impl != "" {
+		return fmt.Errorf("MPI implementation %q is not supported", impl)
+	}
+	launcherAsNode := ptr.Deref(policy.RunLauncherAsNode, false)
+	node := info.PodSet(trainer.Node)
+	launcher := info.PodSet(trainer.Launcher)
+
+	numNodes := info.RuntimePolicy.MLPolicy.NumNodes
+	if trainJob.Spec.Trainer != nil && trainJob.Spec.Trainer.NumNodes != nil {
+		numNodes = trainJob.Spec.Trainer.NumNodes
+	}
+	if node != nil && numNodes != nil {
+		node.Count = *numNodes
+		if launcherAsNode {
+			node.Count = max(*numNodes-1, 1)
+		}
+	}
+	// The launcher is one pod, whatever numNodes says. Upstream leaves it at
+	// the runtime's numNodes when it carries the trainer ancestor label.
+	if launcher != nil {
+		launcher.Count = 1
+	}
+
+	nproc := ptr.Deref(policy.NumProcPerNode, 1)
+	if trainJob.Spec.Trainer != nil && trainJob.Spec.Trainer.NumProcPerNode != nil {
+		nproc = *trainJob.Spec.Trainer.NumProcPerNode
+	} else if nproc == 1 {
+		if gpus := pipeline.GPUsPerNode(nodeResources(info, launcherAsNode)); gpus > 1 {
+			nproc = int32(min(gpus, math.MaxInt32))
+		}
+	}
+	policy.NumProcPerNode = &nproc
+
+	mountPath := ptr.Deref(policy.SSHAuthMountPath, defaultSSHAuthMountPath)
+	if node != nil {
+		addSSHAuth(node, trainJob.Name, mountPath)
+	}
+	if launcher != nil {
+		addSSHAuth(launcher, trainJob.Name, mountPath)
+		launcher.UpsertVolume(corev1.Volume{
+			Name: hostfileVolume,
+			VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+				LocalObjectReference: corev1.LocalObjectReference{Name: trainJob.Name + HostfileConfigMapSuffix},
+				Items:                []corev1.KeyToPath{{Key: hostfileKey, Path: hostfileKey, Mode: ptr.To[int32](0o444)}},
+			}},
+		})
+		if c := launcher.Container(trainer.Node); c != nil {
+			pipeline.UpsertVolumeMount(c, corev1.VolumeMount{Name: hostfileVolume, MountPath: hostfileDir})
+			pipeline.UpsertEnv(c,
+				corev1.EnvVar{Name: envHostfile, Value: hostfileDir + "/" + hostfileKey},
+				corev1.EnvVar{Name: envKeepFQDNHostnames, Value: "true"},
+				corev1.EnvVar{Name: envDefaultSlots, Value: strconv.Itoa(int(nproc))},
+				corev1.EnvVar{Name: envRSHArgs, Value: rshArgs},
+			)
+		}
+	}
+	return nil
+}
+
+// nodeResources are the resources of one MPI node, where resourcesPerNode
+// was merged: the `node` job when the launcher runs as a node, else the
+// trainer step. Upstream reads the TrainJob's resourcesPerNode alone, so
+// GPUs set only in the runtime were missed (kubeflow/trainer PR #3974).
+func nodeResources(info *pipeline.RuntimeInfo, launcherAsNode bool) corev1.ResourceRequirements {
+	if launcherAsNode {
+		if c := info.PodSet(trainer.Node).Container(trainer.Node); c != nil {
+			return c.Resources
+		}
+	}
+	r, _ := info.TrainerResources()
+	return r
+}
+
+// addSSHAuth mounts the SSH auth Secret into the pod set's `node` container.
+// The private key is group-readable so a non-root user in the pod's fsGroup
+// can use it; ssh skips its permission check for keys it does not own.
+func addSSHAuth(ps *pipeline.PodSet, jobName, mountPath string) {
+	ps.UpsertVolume(corev1.Volume{
+		Name: sshAuthVolume,
+		VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName:  jobName + SSHAuthSecretSuffix,
+			DefaultMode: ptr.To[int32](0o400),
+			Items: []corev1.KeyToPath{
+				{Key: corev1.SSHAuthPrivateKey, Path: privateKeyFile, Mode: ptr.To[int32](0o640)},
+				{Key: sshPublicKey, Path: publicKeyFile, Mode: ptr.To[int32](0o644)},
+				{Key: sshPublicKey, Path: authorizedKeysFile, Mode: ptr.To[int32](0o644)},
+			},
+		}},
+	})
+	if c := ps.Container(trainer.Node); c != nil {
+		pipeline.UpsertVolumeMount(c, corev1.VolumeMount{Name: sshAuthVolume, MountPath: mountPath})
+	}
+}
+
+// Validate rejects a TrainJob whose node count the runtime cannot host and
+// OpenMPI settings in trainer.env.
+func (m *MPI) Validate(_ context.Context, info *pipeline.RuntimeInfo, _, newObj *trainer.TrainJob) (admission.Warnings, field.ErrorList) {
+	policy := mpiPolicy(info)
+	if policy == nil || newObj.Spec.Trainer == nil {
+		return nil, nil
+	}
+	tr := newObj.Spec.Trainer
+	trainerPath := field.NewPath("spec", "trainer")
+	var errs field.ErrorList
+	if ptr.Deref(policy.RunLauncherAsNode, false) && ptr.Deref(tr.NumNodes, 1) >= 2 &&
+		(info.PodSet(trainer.Launcher) == nil || info.PodSet(trainer.Node) == nil) {
+		errs = append(errs, field.Invalid(trainerPath.Child("numNodes"), *tr.NumNodes,
+			"must have 1 when MPI trainingRuntime with enabled runLauncherAsNode does not have either launcher and node"))
+	}
+	var reserved []string
+	for _, e := range tr.Env {
+		if slices.Contains(reservedEnvs[:], e.Name) && !slices.Contains(reserved, e.Name) {
+			reserved = append(reserved, e.Name)
+		}
+	}
+	if len(reserved) > 0 {
+		slices.Sort(reserved)
+		errs = append(errs, field.Invalid(trainerPath.Child("env"), field.OmitValueType{},
+			fmt.Sprintf("must not have reserved envs, invalid envs configured: %v", reserved)))
+	}
+	return nil, errs
+}
+
+// ReconcilerBuilders watch the plugin's own Secrets and ConfigMaps, so that
+// a deleted or edited hostfile is put back. They cache metadata only (the
+// owner reference and name are all the watch needs) and pass only the
+// plugin's object names, so other ConfigMaps and Secrets of a TrainJob do
+// not wake the controller on its account.
+func (m *MPI) ReconcilerBuilders() []pipeline.ReconcilerBuilder {
+	return []pipeline.ReconcilerBuilder{
+		func(b *builder.Builder, _ client.Client, _ cache.Cache) *builder.Builder {
+			return b.Owns(&corev1.Secret{}, builder.OnlyMetadata, builder.WithPredicates(nameSuffix(SSHAuthSecretSuffix)))
+		},
+		func(b *builder.Builder, _ client.Client, _ cache.Cache) *builder.Builder {
+			return b.Owns(&corev1.ConfigMap{}, builder.OnlyMetadata, builder.WithPredicates(nameSuffix(HostfileConfigMapSuffix)))
+		},
+	}
+}
+
+func nameSuffix(suffix string) predicate.Predicate {
+	return predicate.NewPredicateFuncs(func(o client.Object) bool { return strings.HasSuffix(o.GetName(), suffix) })
+}
+
+// Build returns the SSH auth Secret when it does not exist yet, then the
+// hostfile ConfigMap, which is applied every time since endpoints follow
+// the node count.
+func (m *MPI) Build(ctx context.Context, info *pipeline.RuntimeInfo, trainJob *trainer.TrainJob) ([]client.Object, error) {
+	if mpiPolicy(info) == nil {
+		return nil, nil
+	}
+	var objs []client.Object
+	exists, err := m.sshAuthSecretExists(ctx, trainJob)
+	if err != nil {
+		return nil, err
+	}
+	if !exists {
+		secret, err := m.sshAuthSecret(trainJob)
+		if err != nil {
+			return nil, fmt.Errorf("generate SSH auth Secret: %w", err)
+		}
+		objs = append(objs, secret)
+	}
+	return append(objs, hostfileConfigMap(info, trainJob)), nil
+}
+
+// sshAuthSecretExists reads only the Secret's metadata: the key material is
+// not needed, and the watch above already caches Secrets as metadata.
+func (m *MPI) sshAuthSecretExists(ctx context.Context, trainJob *trainer.TrainJob) (bool, error) {
+	if m.client == nil {
+		return false, nil
+	}
+	meta := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"}}
+	key := client.ObjectKey{Namespace: trainJob.Namespace, Name: trainJob.Name + SSHAuthSecretSuffix}
+	switch err := m.client.Get(ctx, key, meta); {
+	case err == nil:
+		return true, nil
+	case apierrors.IsNotFound(err):
+		return false, nil
+	default:
+		return false, fmt.Errorf("get SSH auth Secret %s: %w", key, err)
+	}
+}
+
+func (m *MPI) sshAuthSecret(trainJob *trainer.TrainJob) (*corev1.Secret, error) {
+	key, err := m.generateKey()
+	if err != nil {
+		return nil, err
+	}
+	der, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, err
+	}
+	pub, err := ssh.NewPublicKey(&key.PublicKey)
+	if err != nil {
+		return nil, err
+	}
+	return &corev1.Secret{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: objectMeta(trainJob, trainJob.Name+SSHAuthSecretSuffix),
+		Type:       corev1.SecretTypeSSHAuth,
+		Immutable:  ptr.To(true),
+		Data: map[string][]byte{
+			corev1.SSHAuthPrivateKey: pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}),
+			sshPublicKey:             ssh.MarshalAuthorizedKey(pub),
+		},
+	}, nil
+}
+
+func hostfileConfigMap(info *pipeline.RuntimeInfo, trainJob *trainer.TrainJob) *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: objectMeta(trainJob, trainJob.Name+HostfileConfigMapSuffix),
+		Data:       map[string]string{hostfileKey: hostfile(info)},
+	}
+}
+
+// hostfile has one line `<endpoint> slots=<numProcPerNode>` per node pod.
+// When the launcher runs as a node it comes first, whatever the template
+// order, so that rank 0 is local to mpirun (as mpi-operator does; upstream
+// Trainer follows template order).
+func hostfile(info *pipeline.RuntimeInfo) string {
+	policy := mpiPolicy(info)
+	slots := " slots=" + strconv.Itoa(int(ptr.Deref(policy.NumProcPerNode, 1))) + "\n"
+	var b strings.Builder
+	write := func(ps *pipeline.PodSet) {
+		if ps == nil || ps.Endpoints == nil {
+			return
+		}
+		for e := range ps.Endpoints {
+			b.WriteString(e)
+			b.WriteString(slots)
+		}
+	}
+	if ptr.Deref(policy.RunLauncherAsNode, false) {
+		write(info.PodSet(trainer.Launcher))
+	}
+	write(info.PodSet(trainer.Node))
+	return b.String()
+}
+
+func objectMeta(trainJob *trainer.TrainJob, name string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{
+		Name:            name,
+		Namespace:       trainJob.Namespace,
+		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(trainJob, trainer.GroupVersion.WithKind(trainer.TrainJobKind))},
+	}
+}
+
+func mpiPolicy(info *pipeline.RuntimeInfo) *trainer.MPIMLPolicySource {
+	if info == nil {
+		return nil
+	}
+	if src := info.MLPolicySource(); src != nil {
+		return src.MPI
+	}
+	return nil
+}
