@@ -60,6 +60,10 @@ type PodSet struct {
 	SinglePodRequests corev1.ResourceList
 	// Template points into Template.ReplicatedJobs[i]: plugins edit it in place.
 	Template *corev1.PodTemplateSpec
+	// EntrypointSetBy names the plugin that settled the `node` container's
+	// command and args (torchtune, Flux); the builder then leaves them alone
+	// instead of copying spec.trainer.command/args over them.
+	EntrypointSetBy string
 }
 
 // PodSet returns the pod set of the replicated job named name, or nil.

@@ -100,6 +100,7 @@ func (*Torch) EnforceMLPolicy(info *pipeline.RuntimeInfo, tj *trainer.TrainJob) 
 			if len(jt.Args) > 0 {
 				c.Args = slices.Clone(jt.Args)
 			}
+			ps.EntrypointSetBy = Name
 		}
 		c.Env = slices.Grow(c.Env, len(jt.Env)+len(pet))
 		pipeline.UpsertEnv(c, jt.Env...)
