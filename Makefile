@@ -38,11 +38,15 @@ verify: ## Fail when generated files are stale, code is not gofmt'ed or go vet c
 
 ##@ Test
 .PHONY: test
-test: verify test-unit ## Run every test.
+test: verify test-unit test-integration ## Run every test (builds the local cluster's tools when missing).
 
 .PHONY: test-unit
-test-unit: ## Unit tests, golden files and fuzz seed corpora.
-	go test $(GO_TEST_FLAGS) ./pkg/... ./plugin/... ./cmd/...
+test-unit: ## Unit tests, golden files and fuzz seed corpora (no cluster).
+	go test $(GO_TEST_FLAGS) ./pkg/... ./plugin/... ./cmd/... ./config/...
+
+.PHONY: test-integration
+test-integration: tools ## Tests against a real API server and the local GPU cluster.
+	go test $(GO_TEST_FLAGS) -timeout 40m ./test/...
 
 .PHONY: fuzz
 fuzz: ## Fuzz the Build phase for FUZZTIME (default 2m).

@@ -144,7 +144,9 @@ type PluginError struct {
 	Err    error
 }
 
-func (e *PluginError) Error() string { return fmt.Sprintf("%s plugin %s: %v", e.Point, e.Plugin, e.Err) }
+func (e *PluginError) Error() string {
+	return fmt.Sprintf("%s plugin %s: %v", e.Point, e.Plugin, e.Err)
+}
 func (e *PluginError) Unwrap() error { return e.Err }
 
 // BuildOptions tune a Build.
