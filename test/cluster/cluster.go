@@ -10,8 +10,10 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -96,9 +98,13 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "trainjob-cluster-")
+	removeAbandonedDirs()
+	dir, err := os.MkdirTemp("", workDirPrefix)
 	if err != nil {
 		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+		return nil, errors.Join(err, os.RemoveAll(dir))
 	}
 	logDir := opts.LogDir
 	if logDir == "" {
@@ -117,13 +123,53 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 }
 
 func (c *Cluster) start(ctx context.Context) error {
-	if err := c.startAPIServer(); err != nil {
+	if err := c.startAPIServer(ctx); err != nil {
 		return err
 	}
 	if c.Profile == ProfileFull {
 		return c.startFull(ctx)
 	}
 	return nil
+}
+
+// A working folder is os.TempDir()/<workDirPrefix>*, and ownerFile in it holds the pid of the process that
+// started the cluster.
+const (
+	workDirPrefix = "trainjob-cluster-"
+	ownerFile     = "owner.pid"
+)
+
+// removeAbandonedDirs removes the working folders of clusters whose process died without stopping them (a
+// test binary killed on timeout); their components died with it.
+func removeAbandonedDirs() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), workDirPrefix+"*"))
+	for _, dir := range dirs {
+		data, err := os.ReadFile(filepath.Join(dir, ownerFile))
+		if err != nil {
+			continue // not a working folder, or one being created
+		}
+		pid, err := strconv.Atoi(string(data))
+		if err != nil || pid <= 0 {
+			continue
+		}
+		if !alive(pid) {
+			_ = os.RemoveAll(dir)
+		}
+	}
+}
+
+// alive reports whether process pid exists and is not a zombie.
+func alive(pid int) bool {
+	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+		return false
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true // cannot tell: keep the folder
+	}
+	// The state follows the command name, which is in parentheses and may contain spaces.
+	i := bytes.LastIndexByte(stat, ')')
+	return i < 0 || i+2 >= len(stat) || stat[i+2] != 'Z'
 }
 
 // Stop stops every component (controllers first, then kube-apiserver and etcd) and removes Dir, and LogDir
@@ -230,7 +276,7 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	for _, dir := range o.CRDDirs {
 		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-			return o, fmt.Errorf("CRD folder %s does not exist (Options.CRDDirs; `make manifests` generates config/crd/bases)", dir)
+			return o, fmt.Errorf("CRD folder %s does not exist (Options.CRDDirs; `make generate` writes config/crd/bases)", dir)
 		}
 	}
 	if o.GPUNodes == 0 {

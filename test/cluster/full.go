@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -58,15 +59,15 @@ func (c *Cluster) startFull(ctx context.Context) error {
 	authn := []string{kubeconfig, "--authentication-kubeconfig=" + c.KubeconfigPath, "--authorization-kubeconfig=" + c.KubeconfigPath}
 	tool := func(name string) string { return filepath.Join(c.opts.ToolsDir, name) }
 
-	kcm, err := c.startProcess("kube-controller-manager", tool("kube-controller-manager"), append(authn,
-		"--controllers="+strings.Join(kcmControllers, ","),
+	kcm, err := c.startProcess("kube-controller-manager", tool("kube-controller-manager"), slices.Concat(authn, []string{
+		"--controllers=" + strings.Join(kcmControllers, ","),
 		"--leader-elect=false",
 		"--bind-address=127.0.0.1",
-		"--secure-port="+strconv.Itoa(kcmPort),
-		"--cert-dir="+filepath.Join(c.Dir, "kube-controller-manager"),
+		"--secure-port=" + strconv.Itoa(kcmPort),
+		"--cert-dir=" + filepath.Join(c.Dir, "kube-controller-manager"),
 		"--kube-api-qps=200",
 		"--kube-api-burst=400",
-	), nil)
+	}), nil)
 	if err != nil {
 		return err
 	}
@@ -79,12 +80,13 @@ leaderElection: {leaderElect: false}
 `, c.KubeconfigPath), 0o644); err != nil {
 		return err
 	}
-	scheduler, err := c.startProcess("kube-scheduler", tool("kube-scheduler"), append(authn[1:],
-		"--config="+schedulerConfig,
+	// The scheduler's client settings (the kubeconfig too) are in its configuration file.
+	scheduler, err := c.startProcess("kube-scheduler", tool("kube-scheduler"), slices.Concat(authn[1:], []string{
+		"--config=" + schedulerConfig,
 		"--bind-address=127.0.0.1",
-		"--secure-port="+strconv.Itoa(schedulerPort),
-		"--cert-dir="+filepath.Join(c.Dir, "kube-scheduler"),
-	), nil)
+		"--secure-port=" + strconv.Itoa(schedulerPort),
+		"--cert-dir=" + filepath.Join(c.Dir, "kube-scheduler"),
+	}), nil)
 	if err != nil {
 		return err
 	}

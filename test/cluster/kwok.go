@@ -23,19 +23,22 @@ const (
 	// EnvRestarts is how many times the containers crash (exit code SIM_EXIT_CODE, else 1) and are restarted
 	// before they exit for good, whatever the restartPolicy. Default 0.
 	EnvRestarts = "SIM_RESTARTS"
-	// RestartsAnnotation does what EnvRestarts does and may be set on a running pod: raising it restarts the
-	// containers once the current run time ends (`kubectl annotate pod p kwok.trainjob.dev/restarts=2`).
+	// RestartsAnnotation on a pod restarts its containers at once until their restartCount reaches its value;
+	// it may be set on a running pod (`kubectl annotate pod p kwok.trainjob.dev/restarts=1`).
 	RestartsAnnotation = "kwok.trainjob.dev/restarts"
 )
 
-// podActionJQ decides what a running pod's containers do when their run time ends: "restart", "fail",
-// "succeed", or "run" (keep running: a restartPolicy Always pod that exits 0 is a server).
+// podActionJQ decides what a running pod's containers do next: "restart-now" (the restarts annotation asks
+// for more restarts than happened), or when their run time ends "restart", "fail", "succeed", or "run" (keep
+// running: a restartPolicy Always pod that exits 0 is a server).
 const podActionJQ = `def env($name): first(.spec.containers[].env[]? | select(.name == $name and (.value // "") != "") | .value);
 def num(f): [f | tonumber?] | first // 0;
 num(env("` + EnvExitCode + `")) as $exit
-| ([num(env("` + EnvRestarts + `")), num(.metadata.annotations["` + RestartsAnnotation + `"])] | max) as $restarts
+| num(env("` + EnvRestarts + `")) as $crashes
+| num(.metadata.annotations["` + RestartsAnnotation + `"]) as $requested
 | ([.status.containerStatuses[]?.restartCount // 0] | max // 0) as $count
-| if $count < $restarts then "restart"
+| if $count < $requested then "restart-now"
+  elif $count < $crashes then "restart"
   elif $exit != 0 then (if .spec.restartPolicy == "Never" then "fail" else "restart" end)
   elif .spec.restartPolicy == "Always" then "run"
   else "succeed" end`

@@ -55,8 +55,8 @@ func fakeNode(name string, gpus int) *corev1.Node {
 		ObjectMeta: metav1.ObjectMeta{
 			Name: name,
 			Labels: map[string]string{
-				corev1.LabelHostname: name,
-				corev1.LabelOSStable: "linux",
+				corev1.LabelHostname:   name,
+				corev1.LabelOSStable:   "linux",
 				corev1.LabelArchStable: "amd64",
 				"type":                 "kwok",
 			},

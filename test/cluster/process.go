@@ -29,8 +29,10 @@ type process struct {
 	err  error         // how it exited; read only after done is closed
 }
 
-// startProcess starts a component in its own process group, with its output in LogDir/<name>.log. The process
-// gets SIGKILL when the process that started it dies, so no component outlives a crashed or killed test.
+// startProcess starts a component in its own process group (so a Ctrl-C meant for its parent does not reach it
+// before Stop does), with its output in LogDir/<name>.log. It gets SIGKILL when the process that started it
+// dies, so no component outlives a crashed or killed test. (Linux sends that signal when the starting OS thread
+// exits; the Go runtime keeps its threads unless a goroutine exits while locked to one.)
 func (c *Cluster) startProcess(name, binary string, args, env []string) (*process, error) {
 	out, err := c.openLog(name)
 	if err != nil {

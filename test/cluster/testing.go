@@ -33,9 +33,11 @@ func StartForTest(t testing.TB, opts Options) *Cluster {
 			c.DumpLogs(&tails, 40)
 			t.Logf("local cluster logs (kept in %s):\n%s", c.LogDir, tails.String())
 		}
+		begin := time.Now()
 		if err := c.Stop(); err != nil {
 			t.Errorf("stop local cluster: %v", err)
 		}
+		t.Logf("local cluster stopped in %v", time.Since(begin).Round(time.Millisecond))
 		if ownLogDir && !t.Failed() {
 			if err := os.RemoveAll(c.LogDir); err != nil {
 				t.Error(err)

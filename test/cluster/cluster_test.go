@@ -1,0 +1,114 @@
+package cluster_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/util/yaml"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
+)
+
+// waitTimeout bounds every wait of these tests; the simulated pods run for about a second.
+const waitTimeout = 60 * time.Second
+
+func newClient(t *testing.T, c *cluster.Cluster) client.Client {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, jobsetv1alpha2.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cl, err := client.New(c.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
+
+// eventually polls cond until it holds, failing the test after waitTimeout.
+func eventually(t *testing.T, what string, cond func(ctx context.Context) (bool, error)) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, waitTimeout, true, cond); err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+func TestAPIProfile(t *testing.T) {
+	opts := cluster.Options{Profile: cluster.ProfileAPI, CRDDirs: testCRDDirs(t)}
+	c := cluster.StartForTest(t, opts)
+	cl := newClient(t, c)
+
+	want := crdNames(t, opts.CRDDirs)
+	var crds apiextensionsv1.CustomResourceDefinitionList
+	if err := cl.List(t.Context(), &crds); err != nil {
+		t.Fatal(err)
+	}
+	var established []string
+	for _, crd := range crds.Items {
+		for _, cond := range crd.Status.Conditions {
+			if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+				established = append(established, crd.Name)
+			}
+		}
+	}
+	slices.Sort(established)
+	if diff := cmp.Diff(want, established); diff != "" {
+		t.Errorf("established CRDs (-want +got):\n%s", diff)
+	}
+
+	// Every kind is served: a list of each answers.
+	for _, crd := range crds.Items {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(schema.GroupVersionKind{Group: crd.Spec.Group, Version: crd.Spec.Versions[0].Name, Kind: crd.Spec.Names.ListKind})
+		if err := cl.List(t.Context(), list); err != nil {
+			t.Errorf("list %s: %v", crd.Name, err)
+		}
+	}
+}
+
+// crdNames are the names of the CRDs in dirs (default: the package's defaults), sorted.
+func crdNames(t *testing.T, dirs []string) []string {
+	t.Helper()
+	if dirs == nil {
+		root, err := cluster.RepoRoot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		dirs = []string{filepath.Join(root, "test", "crds"), filepath.Join(root, "config", "crd", "bases")}
+	}
+	var names []string
+	for _, dir := range dirs {
+		files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range files {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var crd apiextensionsv1.CustomResourceDefinition
+			if err := yaml.Unmarshal(data, &crd); err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			names = append(names, crd.Name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}

@@ -1,0 +1,131 @@
+package cluster
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/klog/v2"
+)
+
+func TestFakeNodes(t *testing.T) {
+	type node struct {
+		Name    string
+		GPUs    string
+		Tainted bool
+	}
+	summarize := func(nodes []*corev1.Node) []node {
+		var out []node
+		for _, n := range nodes {
+			gpus := n.Status.Allocatable[GPUResource]
+			out = append(out, node{Name: n.Name, GPUs: gpus.String(), Tainted: len(n.Spec.Taints) > 0})
+		}
+		return out
+	}
+	tests := []struct {
+		name string
+		opts Options
+		want []node
+	}{
+		{
+			name: "defaults: 4 GPU nodes of 8 GPUs, 2 CPU nodes",
+			opts: Options{Profile: ProfileFull, GPUNodes: 4, CPUNodes: 2, GPUsPerNode: 8},
+			want: []node{
+				{"gpu-node-0", "8", true}, {"gpu-node-1", "8", true}, {"gpu-node-2", "8", true}, {"gpu-node-3", "8", true},
+				{"cpu-node-0", "0", false}, {"cpu-node-1", "0", false},
+			},
+		},
+		{
+			name: "negative counts mean none",
+			opts: Options{Profile: ProfileFull, GPUNodes: 1, CPUNodes: -1, GPUsPerNode: 4},
+			want: []node{{"gpu-node-0", "4", true}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, summarize(fakeNodes(tt.opts))); diff != "" {
+				t.Errorf("nodes (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestGPUNodeMatchesDocumentedShape(t *testing.T) {
+	n := fakeNode("gpu-node-0", 8)
+	if got := n.Labels[GPUPresentLabel]; got != "true" {
+		t.Errorf("label %s = %q, want true", GPUPresentLabel, got)
+	}
+	want := []corev1.Taint{{Key: "nvidia.com/gpu", Value: "present", Effect: corev1.TaintEffectNoSchedule}}
+	if diff := cmp.Diff(want, n.Spec.Taints); diff != "" {
+		t.Errorf("taints (-want +got):\n%s", diff)
+	}
+	if tol := GPUToleration(); !tol.ToleratesTaint(klog.Background(), &n.Spec.Taints[0], false) {
+		t.Error("GPUToleration does not tolerate the GPU taint")
+	}
+	if diff := cmp.Diff(n.Status.Capacity, n.Status.Allocatable); diff != "" {
+		t.Errorf("allocatable differs from capacity (-capacity +allocatable):\n%s", diff)
+	}
+}
+
+func TestJobSetWebhooks(t *testing.T) {
+	mutating, validating, err := jobSetWebhooks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	type hook struct {
+		Config, Name string
+		Selector     *metav1.LabelSelector
+	}
+	var got []hook
+	for _, c := range mutating {
+		for _, w := range c.Webhooks {
+			got = append(got, hook{c.Name, w.Name, w.ObjectSelector})
+		}
+	}
+	for _, c := range validating {
+		for _, w := range c.Webhooks {
+			got = append(got, hook{c.Name, w.Name, w.ObjectSelector})
+		}
+	}
+	onlyJobSetPods := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+		{Key: "jobset.sigs.k8s.io/jobset-name", Operator: metav1.LabelSelectorOpExists},
+	}}
+	want := []hook{
+		{"jobset-mutating-webhook-configuration", "mjobset.kb.io", nil},
+		{"jobset-mutating-webhook-configuration", "mpod.kb.io", onlyJobSetPods},
+		{"jobset-validating-webhook-configuration", "vjobset.kb.io", nil},
+		{"jobset-validating-webhook-configuration", "vpod.kb.io", onlyJobSetPods},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("webhooks (-want +got):\n%s", diff)
+	}
+}
+
+func TestAlive(t *testing.T) {
+	if !alive(os.Getpid()) {
+		t.Error("alive(own pid) = false")
+	}
+	// A child that has exited but was not waited for is a zombie: dead for our purpose.
+	cmd := exec.Command("true")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	if err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		return !alive(pid), nil
+	}); err != nil {
+		t.Errorf("exited child %d still counts as alive", pid)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if alive(pid) {
+		t.Errorf("reaped child %d counts as alive", pid)
+	}
+}
