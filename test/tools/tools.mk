@@ -1,0 +1,19 @@
+# The local cluster: `make tools` builds its programs, `make dev-cluster` runs it. Included by the root Makefile.
+
+# TOOLS_BIN holds links to the built programs (the builds themselves are cached outside the clone, see
+# test/tools/build.sh); test/cluster finds them there, or wherever TRAINJOB_TOOLS_BIN points.
+TOOLS_BIN ?= $(CURDIR)/bin/tools
+# DEV_CLUSTER_DIR receives the dev cluster's kubeconfig and its components' logs (logs/<component>.log).
+DEV_CLUSTER_DIR ?= $(CURDIR)/bin/dev-cluster
+# DEV_CLUSTER_FLAGS passes options to it, e.g. DEV_CLUSTER_FLAGS="-gpu-nodes=8 -pod-run-duration=1m".
+DEV_CLUSTER_FLAGS ?=
+
+##@ Local cluster
+.PHONY: tools dev-cluster
+
+tools: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, JobSet, KWOK, controller-gen, kustomize (cached by version).
+	TOOLS_BIN=$(TOOLS_BIN) $(CURDIR)/test/tools/build.sh
+
+dev-cluster: tools ## Run the full local cluster in the foreground (Ctrl-C stops it); prints the export KUBECONFIG line.
+	go build -o $(DEV_CLUSTER_DIR)/dev-cluster ./test/cluster/cmd/dev-cluster
+	TRAINJOB_TOOLS_BIN=$(TOOLS_BIN) $(DEV_CLUSTER_DIR)/dev-cluster -dir=$(DEV_CLUSTER_DIR) $(DEV_CLUSTER_FLAGS)
