@@ -25,7 +25,7 @@ $(TOOLS_BIN)/controller-gen $(TOOLS_BIN)/kustomize:
 .PHONY: generate
 generate: $(TOOLS_BIN)/controller-gen ## Regenerate deepcopy, CRDs and RBAC.
 	$(TOOLS_BIN)/controller-gen object paths=./pkg/apis/...
-	$(TOOLS_BIN)/controller-gen crd paths=./pkg/apis/... output:crd:artifacts:config=config/crd/bases
+	$(TOOLS_BIN)/controller-gen crd:generateEmbeddedObjectMeta=true paths=./pkg/apis/... output:crd:artifacts:config=config/crd/bases
 	$(TOOLS_BIN)/controller-gen rbac:roleName=kubectl-trainjob-operator paths=./pkg/operator/... output:rbac:artifacts:config=config/rbac
 
 .PHONY: verify

@@ -7,6 +7,7 @@ package offline
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -84,17 +85,21 @@ func (l *Loader) loadDocuments(ctx context.Context, in *Inputs, file string, dat
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
 	for doc := 1; ; doc++ {
 		src := Source{File: file, Document: doc}
-		var raw map[string]any
+		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
 			if errors.Is(err, io.EOF) {
 				return nil
 			}
 			return fmt.Errorf("%s: %w", src, err)
 		}
-		if len(raw) == 0 {
+		if len(bytes.TrimSpace(raw)) == 0 || string(raw) == "null" {
 			continue
 		}
-		u := &unstructured.Unstructured{Object: raw}
+		// Unstructured's own decoding keeps integers int64, as the API server does.
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(raw); err != nil {
+			return fmt.Errorf("%s: %w", src, err)
+		}
 		gvk := u.GroupVersionKind()
 		if gvk.Kind == "" {
 			return fmt.Errorf("%s: object has no kind: every document needs apiVersion and kind", src)

@@ -1,0 +1,229 @@
+// Package describe is `kubectl trainjob describe-pipeline`: the four phases
+// of the Pipeline Framework, the plugins at each extension point in the
+// order they run for one TrainJob and runtime, and what each contributed —
+// computed by the same framework code the operator runs.
+package describe
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/offline"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline/plugins"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/stage"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
+)
+
+const example = `  # How the operator builds a live TrainJob, and where it is now
+  kubectl trainjob describe-pipeline my-job
+
+  # What a runtime's pipeline does, for a default TrainJob
+  kubectl trainjob describe-pipeline --runtime torch-distributed
+
+  # Offline, from files
+  kubectl trainjob describe-pipeline -f trainjob.yaml --runtime-file runtime.yaml`
+
+// Options are the flags of describe-pipeline.
+type Options struct {
+	Name         string
+	Runtime      string
+	RuntimeKind  string
+	Files        []string
+	RuntimeFiles []string
+	Output       string
+
+	Streams   cmdutil.Streams
+	factory   *cmdutil.Factory
+	namespace string
+	client    client.Client
+}
+
+// NewCmd builds `describe-pipeline`.
+func NewCmd(f *cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
+	o := &Options{Streams: streams, factory: f}
+	cmd := &cobra.Command{
+		Use:     "describe-pipeline [NAME | --runtime RUNTIME | -f FILE]",
+		Aliases: []string{"pipeline"},
+		Short:   "Show the phases, extension points and plugins that build a TrainJob, and what each contributed",
+		Example: example,
+		Args:    cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.Complete(args); err != nil {
+				return err
+			}
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	cmd.Flags().StringVar(&o.Runtime, "runtime", "", "Describe the pipeline of this runtime (in the cluster) for a TrainJob with no overrides")
+	cmd.Flags().StringVar(&o.RuntimeKind, "runtime-kind", trainer.ClusterTrainingRuntimeKind, "Kind of --runtime: ClusterTrainingRuntime or TrainingRuntime")
+	cmd.Flags().StringSliceVarP(&o.Files, "filename", "f", nil, "TrainJob file (offline); - reads standard input")
+	cmd.Flags().StringSliceVar(&o.RuntimeFiles, "runtime-file", nil, "Runtime file(s) for -f (offline)")
+	cmd.Flags().StringVarP(&o.Output, "output", "o", "", "Output format: empty for text, json or yaml")
+	return cmd
+}
+
+// Complete resolves the namespace and, for a live TrainJob or runtime, the client.
+func (o *Options) Complete(args []string) error {
+	if len(args) == 1 {
+		o.Name = args[0]
+	}
+	ns, _, err := o.factory.Namespace()
+	if err != nil || ns == "" {
+		ns = "default"
+	}
+	o.namespace = ns
+	if len(o.Files) == 0 {
+		c, err := o.factory.Client()
+		if err != nil {
+			return err
+		}
+		o.client = c
+	}
+	return nil
+}
+
+// Validate checks that exactly one source is given.
+func (o *Options) Validate() error {
+	sources := 0
+	for _, set := range []bool{o.Name != "", o.Runtime != "", len(o.Files) > 0} {
+		if set {
+			sources++
+		}
+	}
+	if sources != 1 {
+		return fmt.Errorf("give exactly one of: a TrainJob NAME, --runtime RUNTIME, or -f FILE (with --runtime-file)")
+	}
+	if o.RuntimeKind != trainer.ClusterTrainingRuntimeKind && o.RuntimeKind != trainer.TrainingRuntimeKind {
+		return fmt.Errorf("invalid --runtime-kind %q: use ClusterTrainingRuntime or TrainingRuntime", o.RuntimeKind)
+	}
+	switch o.Output {
+	case "", "json", "yaml":
+		return nil
+	}
+	return fmt.Errorf("invalid --output %q: use json or yaml, or leave it empty for text", o.Output)
+}
+
+// Run describes the pipeline.
+func (o *Options) Run(ctx context.Context) error {
+	tj, runtimes, err := o.inputs(ctx)
+	if err != nil {
+		return err
+	}
+	fw, err := offline.NewFramework(ctx, plugins.NewRegistry())
+	if err != nil {
+		return err
+	}
+	d, err := Describe(ctx, fw, tj, runtimes)
+	if err != nil {
+		return err
+	}
+	if o.Name != "" {
+		d.Now = &Now{Stage: stage.Of(tj)}
+		for _, c := range tj.Status.Conditions {
+			if c.Status == "True" {
+				d.Now.Conditions = append(d.Now.Conditions, c.Type+" ("+c.Reason+")")
+			}
+		}
+	}
+	switch o.Output {
+	case "json":
+		enc := json.NewEncoder(o.Streams.Out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(d)
+	case "yaml":
+		data, err := yaml.Marshal(d)
+		if err != nil {
+			return err
+		}
+		_, err = o.Streams.Out.Write(data)
+		return err
+	}
+	return d.WriteText(o.Streams.Out)
+}
+
+// inputs returns the TrainJob to describe and the runtimes to resolve it.
+func (o *Options) inputs(ctx context.Context) (*trainer.TrainJob, []*pipeline.Runtime, error) {
+	switch {
+	case len(o.Files) > 0:
+		schema, err := offline.NewSchema()
+		if err != nil {
+			return nil, nil, err
+		}
+		in := &offline.Inputs{}
+		loader := &offline.Loader{Schema: schema, Namespace: o.namespace, Stdin: o.Streams.In}
+		if err := loader.Load(ctx, in, append(append([]string{}, o.Files...), o.RuntimeFiles...)...); err != nil {
+			return nil, nil, err
+		}
+		if len(in.TrainJobs) != 1 {
+			return nil, nil, fmt.Errorf("want exactly one TrainJob in %s, found %d", strings.Join(o.Files, ", "), len(in.TrainJobs))
+		}
+		return in.TrainJobs[0], in.Runtimes, nil
+	case o.Runtime != "":
+		tj := &trainer.TrainJob{}
+		tj.Name, tj.Namespace = "example", o.namespace
+		tj.Spec.RuntimeRef = trainer.RuntimeRef{Name: o.Runtime, APIGroup: ptr.To(trainer.GroupVersion.Group), Kind: ptr.To(o.RuntimeKind)}
+		rt, err := o.liveRuntime(ctx, tj)
+		if err != nil {
+			return nil, nil, err
+		}
+		return tj, []*pipeline.Runtime{rt}, nil
+	default:
+		tj := &trainer.TrainJob{}
+		if err := o.client.Get(ctx, types.NamespacedName{Namespace: o.namespace, Name: o.Name}, tj); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, nil, fmt.Errorf("trainjob %q not found in namespace %q: list them with: kubectl trainjob list", o.Name, o.namespace)
+			}
+			return nil, nil, err
+		}
+		rt, err := o.liveRuntime(ctx, tj)
+		if err != nil {
+			return nil, nil, err
+		}
+		return tj, []*pipeline.Runtime{rt}, nil
+	}
+}
+
+// liveRuntime reads the runtime a TrainJob references: the operator's
+// snapshot when there is one (what the TrainJob is really built from), else
+// the runtime itself.
+func (o *Options) liveRuntime(ctx context.Context, tj *trainer.TrainJob) (*pipeline.Runtime, error) {
+	if rt, err := snapshotRuntime(ctx, o.client, tj); err == nil && rt != nil {
+		return rt, nil
+	}
+	gk := pipeline.RuntimeRefGroupKind(tj)
+	var obj client.Object
+	key := types.NamespacedName{Name: tj.Spec.RuntimeRef.Name}
+	if gk.Kind == trainer.TrainingRuntimeKind {
+		obj, key.Namespace = &trainer.TrainingRuntime{}, tj.Namespace
+	} else {
+		obj = &trainer.ClusterTrainingRuntime{}
+	}
+	if err := o.client.Get(ctx, key, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("%s %q not found: list runtimes with: kubectl trainjob runtimes", strings.ToLower(gk.Kind), key.Name)
+		}
+		return nil, err
+	}
+	return pipeline.RuntimeOf(obj)
+}
+
+// Now is where a live TrainJob is.
+type Now struct {
+	Stage      stage.Stage `json:"stage"`
+	Conditions []string    `json:"conditions,omitempty"`
+}
+

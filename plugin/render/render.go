@@ -1,0 +1,129 @@
+// Package render is `kubectl trainjob render`: every object the operator's
+// Build phase would apply for a TrainJob, computed offline.
+package render
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/offline"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline/plugins"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
+)
+
+const example = `  # The JobSet and everything else the operator would create for a TrainJob
+  kubectl trainjob render -f trainjob.yaml --runtime torch-distributed.yaml
+
+  # Both in one file, as JSON, from standard input
+  cat job-and-runtime.yaml | kubectl trainjob render -f - -o json
+
+  # Show the generated MPI SSH keys instead of redacting them
+  kubectl trainjob render -f mpi-job.yaml --runtime deepspeed.yaml --show-secrets`
+
+// Options are the flags of render.
+type Options struct {
+	Files        []string
+	RuntimeFiles []string
+	Output       string
+	ShowSecrets  bool
+	Namespace    string
+
+	Streams cmdutil.Streams
+	factory *cmdutil.Factory
+}
+
+// NewCmd builds `render`.
+func NewCmd(f *cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
+	o := &Options{Streams: streams, factory: f}
+	cmd := &cobra.Command{
+		Use:   "render -f TRAINJOB_FILE [--runtime RUNTIME_FILE]",
+		Short: "Print the objects the operator would create for a TrainJob, without a cluster",
+		Long: `Render runs the operator's pipeline (admission checks, then the Build phase) on a
+TrainJob and its runtime read from files, and prints every object the operator
+would apply: the JobSet, PodGroups, ConfigMaps and Secrets. No cluster is used.
+Files may hold several YAML documents; TrainJobs and runtimes may share a file.
+Secret data is redacted unless --show-secrets is given.`,
+		Example: example,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.Complete(); err != nil {
+				return err
+			}
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	cmd.Flags().StringSliceVarP(&o.Files, "filename", "f", nil, "TrainJob file(s); - reads standard input. Runtimes in these files are used too")
+	cmd.Flags().StringSliceVar(&o.RuntimeFiles, "runtime", nil, "TrainingRuntime or ClusterTrainingRuntime file(s)")
+	cmd.Flags().StringVarP(&o.Output, "output", "o", "yaml", "Output format: yaml or json")
+	cmd.Flags().BoolVar(&o.ShowSecrets, "show-secrets", false, "Print Secret data instead of redacting it")
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"yaml", "json"}, cobra.ShellCompDirectiveNoFileComp))
+	return cmd
+}
+
+// Complete resolves the namespace: --namespace, else the kubeconfig's, else default.
+func (o *Options) Complete() error {
+	o.Namespace = "default"
+	if ns := o.factory.ConfigFlags.Namespace; ns != nil && *ns != "" {
+		o.Namespace = *ns
+	} else if ns, _, err := o.factory.Namespace(); err == nil && ns != "" {
+		o.Namespace = ns
+	}
+	return nil
+}
+
+// Validate checks the flags.
+func (o *Options) Validate() error {
+	if len(o.Files) == 0 {
+		return fmt.Errorf("no TrainJob given: pass -f FILE (or -f - for standard input)")
+	}
+	if o.Output != "yaml" && o.Output != "json" {
+		return fmt.Errorf("invalid --output %q: use yaml or json", o.Output)
+	}
+	return nil
+}
+
+// Run renders every TrainJob of the files.
+func (o *Options) Run(ctx context.Context) error {
+	schema, err := offline.NewSchema()
+	if err != nil {
+		return err
+	}
+	loader := &offline.Loader{Schema: schema, Namespace: o.Namespace, Stdin: o.Streams.In}
+	in := &offline.Inputs{}
+	if err := loader.Load(ctx, in, append(append([]string{}, o.Files...), o.RuntimeFiles...)...); err != nil {
+		return err
+	}
+	if len(in.TrainJobs) == 0 {
+		return fmt.Errorf("no TrainJob in %s: pass the TrainJob file with -f", strings.Join(o.Files, ", "))
+	}
+	fw, err := offline.NewFramework(ctx, plugins.NewRegistry())
+	if err != nil {
+		return err
+	}
+	var all []map[string]any
+	for _, tj := range in.TrainJobs {
+		res, err := offline.Render(ctx, fw, tj, in.Runtimes, pipeline.BuildOptions{})
+		if err != nil {
+			return fmt.Errorf("%s: TrainJob %q: %w", in.Sources[tj], tj.Name, err)
+		}
+		for _, w := range res.Warnings {
+			fmt.Fprintf(o.Streams.ErrOut, "Warning: %s\n", w)
+		}
+		objs, err := offline.ToUnstructured(res.Objects, o.ShowSecrets)
+		if err != nil {
+			return err
+		}
+		all = append(all, objs...)
+	}
+	if o.Output == "json" {
+		return offline.WriteJSON(o.Streams.Out, all)
+	}
+	return offline.WriteYAML(o.Streams.Out, all)
+}
