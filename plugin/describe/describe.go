@@ -226,4 +226,3 @@ type Now struct {
 	Stage      stage.Stage `json:"stage"`
 	Conditions []string    `json:"conditions,omitempty"`
 }
-
