@@ -1,0 +1,292 @@
+// Package volcano is the Volcano plugin: for runtimes with the `volcano`
+// podGroupPolicy it gang-schedules all the pods of a TrainJob with a Volcano
+// PodGroup (scheduling.volcano.sh/v1beta1) in the queue the runtime or a
+// runtimePatch names, and annotates every pod with it.
+package volcano
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	volcanov1beta1 "volcano.sh/apis/pkg/apis/scheduling/v1beta1"
+
+	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
+)
+
+// Name is the plugin's name in the registry.
+const Name = "Volcano"
+
+// Volcano builds the TrainJob's Volcano PodGroup.
+type Volcano struct {
+	// client reads the cluster; nil offline, where nothing exists yet.
+	client client.Client
+	logger logr.Logger
+}
+
+var (
+	_ pipeline.CustomValidationPlugin      = (*Volcano)(nil)
+	_ pipeline.EnforcePodGroupPolicyPlugin = (*Volcano)(nil)
+	_ pipeline.ComponentBuilderPlugin      = (*Volcano)(nil)
+	_ pipeline.WatchExtensionPlugin        = (*Volcano)(nil)
+)
+
+// New builds the Volcano plugin.
+func New(ctx context.Context, h pipeline.Handle) (pipeline.Plugin, error) {
+	return &Volcano{client: h.Client, logger: ctrl.LoggerFrom(ctx).WithValues("plugin", Name)}, nil
+}
+
+// Name returns the plugin's name.
+func (v *Volcano) Name() string { return Name }
+
+func policy(info *pipeline.RuntimeInfo) *trainer.VolcanoPodGroupPolicySource {
+	if p := info.RuntimePolicy.PodGroupPolicy; p != nil {
+		return p.Volcano
+	}
+	return nil
+}
+
+// The PriorityClasses the API server provides without an object.
+var builtinPriorityClasses = map[string]bool{"system-cluster-critical": true, "system-node-critical": true}
+
+var priorityClassNamePath = field.NewPath("spec", "templateSpec", "priorityClassName")
+
+// Validate checks that a queue, when named, is not empty, and that the
+// PriorityClasses the pods use exist.
+func (v *Volcano) Validate(ctx context.Context, info *pipeline.RuntimeInfo, _, newObj *trainer.TrainJob) (admission.Warnings, field.ErrorList) {
+	if policy(info) == nil {
+		return nil, nil
+	}
+	var errs field.ErrorList
+	if queue, ok := info.Annotations[volcanov1beta1.QueueNameAnnotationKey]; ok && queue == "" {
+		errs = append(errs, field.Invalid(queuePath(newObj), queue, "Volcano queue name must not be empty"))
+	}
+	checked := map[string]bool{}
+	for _, rj := range info.Template.ReplicatedJobs {
+		name := rj.Template.Spec.Template.Spec.PriorityClassName
+		if name == "" || builtinPriorityClasses[name] || checked[name] || v.client == nil {
+			continue
+		}
+		checked[name] = true
+		var pc schedulingv1.PriorityClass
+		switch err := v.client.Get(ctx, client.ObjectKey{Name: name}, &pc); {
+		case apierrors.IsNotFound(err):
+			errs = append(errs, field.Invalid(priorityClassNamePath, name, fmt.Sprintf("PriorityClass %q doesn't exist: %v", name, err)))
+		case err != nil:
+			errs = append(errs, field.InternalError(priorityClassNamePath, err))
+		}
+	}
+	return nil, errs
+}
+
+// queuePath is where the queue annotation was set: in the last runtimePatch
+// that sets it, else in the runtime.
+func queuePath(trainJob *trainer.TrainJob) *field.Path {
+	patches := trainJob.Spec.RuntimePatches
+	for i := len(patches) - 1; i >= 0; i-- {
+		s := patches[i].TrainingRuntimeSpec
+		if s == nil || s.Template == nil || s.Template.Metadata == nil {
+			continue
+		}
+		if _, ok := s.Template.Metadata.Annotations[volcanov1beta1.QueueNameAnnotationKey]; ok {
+			return field.NewPath("spec", "runtimePatches").Index(i).
+				Child("trainingRuntimeSpec", "template", "metadata", "annotations").Key(volcanov1beta1.QueueNameAnnotationKey)
+		}
+	}
+	return field.NewPath("spec", "runtimeRef")
+}
+
+// EnforcePodGroupPolicy puts every pod in the TrainJob's PodGroup.
+func (v *Volcano) EnforcePodGroupPolicy(info *pipeline.RuntimeInfo, trainJob *trainer.TrainJob) error {
+	if policy(info) == nil {
+		return nil
+	}
+	if info.Scheduler.PodAnnotations == nil {
+		info.Scheduler.PodAnnotations = make(map[string]string, 1)
+	}
+	info.Scheduler.PodAnnotations[volcanov1beta1.KubeGroupNameAnnotationKey] = trainJob.Name
+	return nil
+}
+
+// Build returns the TrainJob's PodGroup. An existing PodGroup is updated
+// only while the TrainJob is suspended: the gang of a running job is fixed.
+func (v *Volcano) Build(ctx context.Context, info *pipeline.RuntimeInfo, trainJob *trainer.TrainJob) ([]client.Object, error) {
+	p := policy(info)
+	if p == nil {
+		return nil, nil
+	}
+	if !ptr.Deref(trainJob.Spec.Suspend, false) {
+		if exists, err := v.podGroupExists(ctx, trainJob); err != nil || exists {
+			return nil, err
+		}
+	}
+	minMember, minResources := gangSize(info)
+	pg := &volcanov1beta1.PodGroup{
+		TypeMeta: metav1.TypeMeta{APIVersion: volcanov1beta1.SchemeGroupVersion.String(), Kind: "PodGroup"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            trainJob.Name,
+			Namespace:       trainJob.Namespace,
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(trainJob, trainer.GroupVersion.WithKind(trainer.TrainJobKind))},
+		},
+		Spec: volcanov1beta1.PodGroupSpec{
+			MinMember:       minMember,
+			MinResources:    &minResources,
+			Queue:           info.Annotations[volcanov1beta1.QueueNameAnnotationKey],
+			NetworkTopology: p.NetworkTopology.DeepCopy(),
+		},
+	}
+	for _, rj := range info.Template.ReplicatedJobs {
+		if name := rj.Template.Spec.Template.Spec.PriorityClassName; name != "" {
+			pg.Spec.PriorityClassName = name
+		}
+	}
+	return []client.Object{pg}, nil
+}
+
+func (v *Volcano) podGroupExists(ctx context.Context, trainJob *trainer.TrainJob) (bool, error) {
+	if v.client == nil {
+		return false, nil
+	}
+	var pg volcanov1beta1.PodGroup
+	if err := v.client.Get(ctx, client.ObjectKeyFromObject(trainJob), &pg); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	return true, nil
+}
+
+// gangSize is how many pods the TrainJob runs, initializers included, and
+// what they request together.
+func gangSize(info *pipeline.RuntimeInfo) (int32, corev1.ResourceList) {
+	var members int32
+	total := corev1.ResourceList{}
+	for _, ps := range info.PodSets {
+		members += ps.Count
+		for name, perPod := range ps.SinglePodRequests {
+			// Mul changes a quantity in place, and perPod may share its
+			// digits with the pod set's.
+			all := perPod.DeepCopy()
+			all.Mul(int64(ps.Count))
+			sum := total[name]
+			sum.Add(all)
+			total[name] = sum
+		}
+	}
+	return members, total
+}
+
+// ReconcilerBuilders watch the PodGroups the TrainJobs own, and LimitRanges
+// and RuntimeClasses, which change what a suspended TrainJob's pods request.
+// Without the PodGroup CRD there is nothing to watch.
+func (v *Volcano) ReconcilerBuilders() []pipeline.ReconcilerBuilder {
+	if v.client == nil {
+		return nil
+	}
+	gvk := volcanov1beta1.SchemeGroupVersion.WithKind("PodGroup")
+	if _, err := v.client.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
+		v.logger.Error(err, "PodGroup CRDs must be installed in advance")
+		return nil
+	}
+	return []pipeline.ReconcilerBuilder{
+		func(b *builder.Builder, _ client.Client, _ cache.Cache) *builder.Builder {
+			return b.Owns(&volcanov1beta1.PodGroup{})
+		},
+		func(b *builder.Builder, cl client.Client, _ cache.Cache) *builder.Builder {
+			return b.Watches(&corev1.LimitRange{}, handler.EnqueueRequestsFromMapFunc(suspendedTrainJobsInNamespace(cl)))
+		},
+		func(b *builder.Builder, cl client.Client, _ cache.Cache) *builder.Builder {
+			return b.Watches(&nodev1.RuntimeClass{}, handler.EnqueueRequestsFromMapFunc(suspendedTrainJobsUsingRuntimeClass(cl)))
+		},
+	}
+}
+
+// suspendedTrainJobsInNamespace requeues the suspended TrainJobs of a
+// LimitRange's namespace.
+func suspendedTrainJobsInNamespace(c client.Client) handler.MapFunc {
+	return func(ctx context.Context, limitRange client.Object) []reconcile.Request {
+		var tjs trainer.TrainJobList
+		if err := c.List(ctx, &tjs, client.InNamespace(limitRange.GetNamespace())); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "Listing TrainJobs to requeue", "limitRange", klog.KObj(limitRange))
+			return nil
+		}
+		return suspended(tjs.Items, func(*trainer.TrainJob) bool { return true })
+	}
+}
+
+// runtimeKey names a TrainingRuntime (kind, namespace, name) or a
+// ClusterTrainingRuntime (kind, "", name).
+type runtimeKey struct{ kind, namespace, name string }
+
+// suspendedTrainJobsUsingRuntimeClass requeues the suspended TrainJobs whose
+// runtime runs pods with a RuntimeClass.
+func suspendedTrainJobsUsingRuntimeClass(c client.Client) handler.MapFunc {
+	return func(ctx context.Context, runtimeClass client.Object) []reconcile.Request {
+		log := ctrl.LoggerFrom(ctx).WithValues("runtimeClass", klog.KObj(runtimeClass))
+		var trs trainer.TrainingRuntimeList
+		var ctrs trainer.ClusterTrainingRuntimeList
+		var tjs trainer.TrainJobList
+		for _, l := range []client.ObjectList{&trs, &ctrs, &tjs} {
+			if err := c.List(ctx, l); err != nil {
+				log.Error(err, "Listing runtimes and TrainJobs to requeue")
+				return nil
+			}
+		}
+		users := map[runtimeKey]bool{}
+		for _, r := range trs.Items {
+			if usesRuntimeClass(&r.Spec, runtimeClass.GetName()) {
+				users[runtimeKey{trainer.TrainingRuntimeKind, r.Namespace, r.Name}] = true
+			}
+		}
+		for _, r := range ctrs.Items {
+			if usesRuntimeClass(&r.Spec, runtimeClass.GetName()) {
+				users[runtimeKey{trainer.ClusterTrainingRuntimeKind, "", r.Name}] = true
+			}
+		}
+		if len(users) == 0 {
+			return nil
+		}
+		return suspended(tjs.Items, func(tj *trainer.TrainJob) bool {
+			gk := pipeline.RuntimeRefGroupKind(tj)
+			key := runtimeKey{gk.Kind, "", tj.Spec.RuntimeRef.Name}
+			if gk.Kind == trainer.TrainingRuntimeKind {
+				key.namespace = tj.Namespace
+			}
+			return gk.Group == trainer.GroupVersion.Group && users[key]
+		})
+	}
+}
+
+func usesRuntimeClass(spec *trainer.TrainingRuntimeSpec, name string) bool {
+	for _, rj := range spec.Template.Spec.ReplicatedJobs {
+		if ptr.Deref(rj.Template.Spec.Template.Spec.RuntimeClassName, "") == name {
+			return true
+		}
+	}
+	return false
+}
+
+// suspended returns a request for every suspended TrainJob that match accepts.
+func suspended(tjs []trainer.TrainJob, match func(*trainer.TrainJob) bool) []reconcile.Request {
+	var reqs []reconcile.Request
+	for k := range tjs {
+		if ptr.Deref(tjs[k].Spec.Suspend, false) && match(&tjs[k]) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&tjs[k])})
+		}
+	}
+	return reqs
+}

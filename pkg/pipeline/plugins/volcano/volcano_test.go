@@ -1,0 +1,443 @@
+package volcano
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	"k8s.io/apimachinery/pkg/api/meta/testrestmapper"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	volcanov1beta1 "volcano.sh/apis/pkg/apis/scheduling/v1beta1"
+
+	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline/pipelinetest"
+)
+
+func testScheme(t testing.TB, withPodGroup bool) *runtime.Scheme {
+	t.Helper()
+	s := runtime.NewScheme()
+	adds := []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, trainer.AddToScheme}
+	if withPodGroup {
+		adds = append(adds, volcanov1beta1.AddToScheme)
+	}
+	for _, add := range adds {
+		if err := add(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s
+}
+
+// cluster is what a test case finds in the API server.
+type cluster struct {
+	offline bool
+	objs    []client.Object
+	// getErr fails every Get.
+	getErr error
+}
+
+func (c cluster) plugin(t testing.TB) *Volcano {
+	t.Helper()
+	h := pipeline.Handle{Offline: c.offline}
+	if !c.offline {
+		b := fake.NewClientBuilder().WithScheme(testScheme(t, true)).WithObjects(c.objs...)
+		if c.getErr != nil {
+			b = b.WithInterceptorFuncs(interceptor.Funcs{
+				Get: func(context.Context, client.WithWatch, client.ObjectKey, client.Object, ...client.GetOption) error {
+					return c.getErr
+				},
+			})
+		}
+		h.Client = b.Build()
+	}
+	p, err := New(context.Background(), h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.(*Volcano)
+}
+
+// gangRuntime has two initializers and 100 nodes, every pod requesting 1
+// CPU and 4Gi; the nodes run at a higher priority.
+const gangRuntime = `
+kind: ClusterTrainingRuntime
+metadata: {name: gang}
+spec:
+  mlPolicy: {numNodes: 100, torch: {}}
+  podGroupPolicy:
+    volcano:
+      networkTopology: {mode: hard, highestTierAllowed: 2}
+  template:
+    metadata:
+      annotations: {scheduling.volcano.sh/queue-name: research}
+    spec:
+      replicatedJobs:
+      - name: dataset-initializer
+        template:
+          metadata: {labels: {trainer.kubeflow.org/trainjob-ancestor-step: dataset-initializer}}
+          spec: {template: {spec: {priorityClassName: low, containers: [{name: dataset-initializer, image: d:v1, resources: {requests: {cpu: "1", memory: 4Gi}}}]}}}
+      - name: model-initializer
+        template:
+          metadata: {labels: {trainer.kubeflow.org/trainjob-ancestor-step: model-initializer}}
+          spec: {template: {spec: {containers: [{name: model-initializer, image: m:v1, resources: {requests: {cpu: "1", memory: 4Gi}}}]}}}
+      - name: node
+        template:
+          metadata: {labels: {trainer.kubeflow.org/trainjob-ancestor-step: trainer}}
+          spec: {template: {spec: {priorityClassName: high, containers: [{name: node, image: pytorch:v1, resources: {requests: {cpu: "1", memory: 4Gi}}}]}}}
+`
+
+// queuelessRuntime uses Volcano without naming a queue or a priority.
+const queuelessRuntime = `
+kind: ClusterTrainingRuntime
+metadata: {name: gang}
+spec:
+  podGroupPolicy: {volcano: {}}
+  template:
+    spec:
+      replicatedJobs:
+      - name: node
+        template: {spec: {template: {spec: {containers: [{name: node, image: app:v1, resources: {requests: {cpu: "2"}}}]}}}}
+`
+
+const plainRuntime = `
+kind: ClusterTrainingRuntime
+metadata: {name: gang}
+spec:
+  template:
+    metadata:
+      annotations: {scheduling.volcano.sh/queue-name: ""}
+    spec:
+      replicatedJobs:
+      - name: node
+        template: {spec: {template: {spec: {priorityClassName: missing, containers: [{name: node, image: app:v1}]}}}}
+`
+
+func TestEnforcePodGroupPolicy(t *testing.T) {
+	cases := map[string]struct {
+		runtime string
+		want    map[string]string
+	}{
+		"pods join the TrainJob's PodGroup": {
+			runtime: gangRuntime,
+			want:    map[string]string{"scheduling.k8s.io/group-name": "alpha"},
+		},
+		"runtime without volcano policy annotates nothing": {
+			runtime: plainRuntime,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			tj := pipelinetest.TrainJob(t, `{metadata: {name: alpha}, spec: {runtimeRef: {name: gang}}}`)
+			info := pipelinetest.Info(t, tj, pipelinetest.Runtime(t, tc.runtime))
+			if err := (cluster{offline: true}).plugin(t).EnforcePodGroupPolicy(info, tj); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, info.Scheduler.PodAnnotations); diff != "" {
+				t.Errorf("pod annotations (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestBuild(t *testing.T) {
+	const (
+		runningTrainJob   = `{metadata: {name: alpha}, spec: {runtimeRef: {name: gang}}}`
+		suspendedTrainJob = `{metadata: {name: alpha}, spec: {runtimeRef: {name: gang}, suspend: true}}`
+		gangPodGroup      = `
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: PodGroup
+metadata:
+  name: alpha
+  namespace: default
+  ownerReferences:
+  - {apiVersion: trainer.kubeflow.org/v1alpha1, kind: TrainJob, name: alpha, uid: uid-0001, controller: true, blockOwnerDeletion: true}
+spec:
+  minMember: 102
+  minResources: {cpu: "102", memory: 408Gi}
+  queue: research
+  priorityClassName: high
+  networkTopology: {mode: hard, highestTierAllowed: 2}
+`
+	)
+	existing := &volcanov1beta1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: "alpha", Namespace: "default"}}
+
+	cases := map[string]struct {
+		runtime  string
+		trainJob string
+		cluster  cluster
+		want     string // the PodGroup as YAML; "" for none
+		wantErr  bool
+	}{
+		"PodGroup gangs every pod in the runtime's queue, at the last priority class, within the policy's topology": {
+			runtime:  gangRuntime,
+			trainJob: runningTrainJob,
+			want:     gangPodGroup,
+		},
+		"queue named by a runtimePatch wins over the runtime's": {
+			runtime: gangRuntime,
+			trainJob: `
+metadata: {name: alpha}
+spec:
+  runtimeRef: {name: gang}
+  runtimePatches:
+  - manager: kueue.k8s.io/manager
+    trainingRuntimeSpec:
+      template:
+        metadata:
+          annotations: {scheduling.volcano.sh/queue-name: urgent}`,
+			cluster: cluster{offline: true},
+			want: `
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: PodGroup
+metadata:
+  name: alpha
+  namespace: default
+  ownerReferences:
+  - {apiVersion: trainer.kubeflow.org/v1alpha1, kind: TrainJob, name: alpha, uid: uid-0001, controller: true, blockOwnerDeletion: true}
+spec:
+  minMember: 102
+  minResources: {cpu: "102", memory: 408Gi}
+  queue: urgent
+  priorityClassName: high
+  networkTopology: {mode: hard, highestTierAllowed: 2}
+`,
+		},
+		"runtime without queue, priority or topology": {
+			runtime:  queuelessRuntime,
+			trainJob: runningTrainJob,
+			want: `
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: PodGroup
+metadata:
+  name: alpha
+  namespace: default
+  ownerReferences:
+  - {apiVersion: trainer.kubeflow.org/v1alpha1, kind: TrainJob, name: alpha, uid: uid-0001, controller: true, blockOwnerDeletion: true}
+spec:
+  minMember: 1
+  minResources: {cpu: "2"}
+`,
+		},
+		"runtime without volcano policy builds nothing": {
+			runtime:  plainRuntime,
+			trainJob: runningTrainJob,
+		},
+		"existing PodGroup of a running TrainJob is left alone": {
+			runtime:  gangRuntime,
+			trainJob: runningTrainJob,
+			cluster:  cluster{objs: []client.Object{existing}},
+		},
+		"existing PodGroup of a suspended TrainJob is rebuilt": {
+			runtime:  gangRuntime,
+			trainJob: suspendedTrainJob,
+			cluster:  cluster{objs: []client.Object{existing}},
+			want:     gangPodGroup,
+		},
+		"PodGroup that cannot be read is an error": {
+			runtime:  gangRuntime,
+			trainJob: runningTrainJob,
+			cluster:  cluster{getErr: errors.New("connection refused")},
+			wantErr:  true,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			tj := pipelinetest.TrainJob(t, tc.trainJob)
+			info := pipelinetest.Info(t, tj, pipelinetest.Runtime(t, tc.runtime))
+			got, err := tc.cluster.plugin(t).Build(context.Background(), info, tj)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("Build error = %v, want error %v", err, tc.wantErr)
+			}
+			var want []client.Object
+			if tc.want != "" {
+				want = []client.Object{pipelinetest.Decode[volcanov1beta1.PodGroup](t, tc.want)}
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("Build (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestValidate(t *testing.T) {
+	high := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "high"}, Value: 1000}
+	low := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "low"}, Value: 10}
+	pcPath := field.NewPath("spec", "templateSpec", "priorityClassName")
+	withPriority := func(names ...string) func(*pipeline.RuntimeInfo) {
+		return func(info *pipeline.RuntimeInfo) {
+			for k, n := range names {
+				info.Template.ReplicatedJobs[k].Template.Spec.Template.Spec.PriorityClassName = n
+			}
+		}
+	}
+	cases := map[string]struct {
+		runtime  string
+		trainJob string
+		cluster  cluster
+		edit     func(*pipeline.RuntimeInfo)
+		want     field.ErrorList
+	}{
+		"queue and priority classes that exist are accepted": {
+			runtime: gangRuntime,
+			cluster: cluster{objs: []client.Object{high, low}},
+		},
+		"empty queue in the runtime is invalid": {
+			runtime: queuelessRuntime,
+			edit: func(info *pipeline.RuntimeInfo) {
+				info.Annotations = map[string]string{volcanov1beta1.QueueNameAnnotationKey: ""}
+			},
+			want: field.ErrorList{field.Invalid(field.NewPath("spec", "runtimeRef"), "", "Volcano queue name must not be empty")},
+		},
+		"empty queue in a runtimePatch is invalid there": {
+			runtime: gangRuntime,
+			trainJob: `
+metadata: {name: alpha}
+spec:
+  runtimeRef: {name: gang}
+  runtimePatches:
+  - manager: kueue.k8s.io/manager
+    trainingRuntimeSpec:
+      template:
+        metadata:
+          annotations: {scheduling.volcano.sh/queue-name: ""}`,
+			cluster: cluster{objs: []client.Object{high, low}},
+			want: field.ErrorList{field.Invalid(
+				field.NewPath("spec", "runtimePatches").Index(0).Child("trainingRuntimeSpec", "template", "metadata", "annotations").Key("scheduling.volcano.sh/queue-name"),
+				"", "Volcano queue name must not be empty")},
+		},
+		"priority class that does not exist is invalid, once however many jobs use it": {
+			runtime: gangRuntime,
+			cluster: cluster{objs: []client.Object{low}},
+			edit:    withPriority("low", "high", "high"),
+			want: field.ErrorList{field.Invalid(pcPath, "high",
+				`PriorityClass "high" doesn't exist: priorityclasses.scheduling.k8s.io "high" not found`)},
+		},
+		"built-in priority classes need no object": {
+			runtime: gangRuntime,
+			edit:    withPriority("system-node-critical", "", "system-cluster-critical"),
+		},
+		"priority class that cannot be read is an internal error": {
+			runtime: gangRuntime,
+			cluster: cluster{getErr: errors.New("connection refused")},
+			edit:    withPriority("", "", "high"),
+			want:    field.ErrorList{field.InternalError(pcPath, errors.New("connection refused"))},
+		},
+		"offline, priority classes are not checked": {
+			runtime: gangRuntime,
+			cluster: cluster{offline: true},
+		},
+		"runtime without volcano policy is not checked": {
+			runtime: plainRuntime,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			doc := tc.trainJob
+			if doc == "" {
+				doc = `{metadata: {name: alpha}, spec: {runtimeRef: {name: gang}}}`
+			}
+			tj := pipelinetest.TrainJob(t, doc)
+			info := pipelinetest.Info(t, tj, pipelinetest.Runtime(t, tc.runtime))
+			if tc.edit != nil {
+				tc.edit(info)
+			}
+			warnings, got := tc.cluster.plugin(t).Validate(context.Background(), info, nil, tj)
+			if len(warnings) != 0 {
+				t.Errorf("Validate warnings = %v, want none", warnings)
+			}
+			// An internal error carries the client's error as its bad value.
+			sameMessage := cmp.Comparer(func(a, b error) bool { return a.Error() == b.Error() })
+			if diff := cmp.Diff(tc.want, got, sameMessage); diff != "" {
+				t.Errorf("Validate (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestReconcilerBuilders(t *testing.T) {
+	withMapper := func(withPodGroup bool) client.Client {
+		s := testScheme(t, withPodGroup)
+		return fake.NewClientBuilder().WithScheme(s).WithRESTMapper(testrestmapper.TestOnlyStaticRESTMapper(s)).Build()
+	}
+	cases := map[string]struct {
+		handle pipeline.Handle
+		want   int
+	}{
+		"PodGroups, LimitRanges and RuntimeClasses are watched": {handle: pipeline.Handle{Client: withMapper(true)}, want: 3},
+		"without the PodGroup CRD nothing is watched":           {handle: pipeline.Handle{Client: withMapper(false)}},
+		"offline nothing is watched":                            {handle: pipeline.Handle{Offline: true}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			p, err := New(context.Background(), tc.handle)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := len(p.(*Volcano).ReconcilerBuilders()); got != tc.want {
+				t.Errorf("ReconcilerBuilders() has %d builders, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestRequeueSuspendedTrainJobs(t *testing.T) {
+	rt := pipelinetest.Runtime(t, `
+kind: TrainingRuntime
+metadata: {name: kata-runtime, namespace: team-a}
+spec:
+  template:
+    spec:
+      replicatedJobs:
+      - name: node
+        template: {spec: {template: {spec: {runtimeClassName: kata, containers: [{name: node, image: app:v1}]}}}}`)
+	trainJob := func(namespace, name string, suspend bool) client.Object {
+		return pipelinetest.TrainJob(t, `
+metadata: {name: `+name+`, namespace: `+namespace+`}
+spec:
+  runtimeRef: {name: kata-runtime, kind: TrainingRuntime}
+  suspend: `+map[bool]string{true: "true", false: "false"}[suspend])
+	}
+	c := fake.NewClientBuilder().WithScheme(testScheme(t, true)).WithObjects(
+		rt.Object,
+		trainJob("team-a", "suspended", true),
+		trainJob("team-a", "running", false),
+		trainJob("team-b", "other-namespace", true),
+	).Build()
+	want := []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: "team-a", Name: "suspended"}}}
+
+	cases := map[string]struct {
+		requeue func(context.Context, client.Object) []reconcile.Request
+		event   client.Object
+	}{
+		"LimitRange requeues the suspended TrainJobs of its namespace": {
+			requeue: suspendedTrainJobsInNamespace(c),
+			event:   &corev1.LimitRange{ObjectMeta: metav1.ObjectMeta{Name: "limits", Namespace: "team-a"}},
+		},
+		"RuntimeClass requeues the suspended TrainJobs whose runtime uses it": {
+			requeue: suspendedTrainJobsUsingRuntimeClass(c),
+			event:   &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "kata"}},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := tc.requeue(context.Background(), tc.event)
+			if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("requests (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
