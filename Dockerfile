@@ -1,0 +1,25 @@
+# kubectl-trainjob: the kubectl plugin and the operator, one static binary.
+#   docker build -t ghcr.io/kubectl-trainjob/kubectl-trainjob:dev .
+# The operator Deployment (config/manager) runs it with `args: [operator, ...]`.
+
+FROM golang:1.26 AS build
+WORKDIR /src
+# Modules first, so that a code change does not download them again.
+COPY go.mod go.sum ./
+RUN go mod download
+COPY cmd/ cmd/
+COPY pkg/ pkg/
+COPY plugin/ plugin/
+ARG VERSION=v0.0.0-dev
+ARG GIT_COMMIT=unknown
+ARG TARGETOS=linux
+ARG TARGETARCH
+RUN CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} go build -trimpath \
+      -ldflags "-s -w -X github.com/kubectl-trainjob/kubectl-trainjob/pkg/version.Version=${VERSION} -X github.com/kubectl-trainjob/kubectl-trainjob/pkg/version.GitCommit=${GIT_COMMIT}" \
+      -o /out/kubectl-trainjob ./cmd/kubectl-trainjob
+
+# Static binary on distroless: no shell, no package manager, user 65532.
+FROM gcr.io/distroless/static-debian12:nonroot
+COPY --from=build /out/kubectl-trainjob /kubectl-trainjob
+USER 65532:65532
+ENTRYPOINT ["/kubectl-trainjob"]

@@ -1,0 +1,169 @@
+package operator
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/config"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
+)
+
+// CommandOptions are the flags of `kubectl-trainjob operator`. A flag given
+// on the command line overrides the configuration file.
+type CommandOptions struct {
+	ConfigFile     string
+	FeatureGates   string
+	LeaderElect    bool
+	MetricsAddress string
+	ProbeAddress   string
+	WebhookPort    int32
+	WebhookCertDir string
+	Namespace      string
+	WatchNamespace string
+	QPS            float32
+	Burst          int32
+
+	zap      zap.Options
+	registry pipeline.Registry
+	factory  *cmdutil.Factory
+	streams  cmdutil.Streams
+}
+
+// NewCommand returns the `operator` command of the binary, running the
+// Pipeline Framework with registry. Its cluster connection comes from the
+// root's kubectl flags (--kubeconfig, --context, …), else the pod's
+// in-cluster configuration.
+func NewCommand(registry pipeline.Registry) func(*cmdutil.Factory, cmdutil.Streams) *cobra.Command {
+	return func(f *cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
+		cmd, _ := newCommand(registry, f, streams)
+		return cmd
+	}
+}
+
+func newCommand(registry pipeline.Registry, f *cmdutil.Factory, streams cmdutil.Streams) (*cobra.Command, *CommandOptions) {
+	o := &CommandOptions{registry: registry, factory: f, streams: streams, zap: zap.Options{}}
+	cmd := &cobra.Command{
+		Use:   "operator",
+		Short: "Run the operator: reconcile TrainJobs into JobSets, serve the admission webhooks",
+		Long: strings.TrimSpace(`
+Run the controller manager that reconciles TrainJobs (trainer.kubeflow.org/v1alpha1)
+into JobSets through the Pipeline Framework, and serves the TrainJob and runtime
+admission webhooks with certificates it generates and rotates itself.
+
+Settings come from --config (a config.trainer.kubeflow.org/v1alpha1 Configuration,
+YAML); a flag given on the command line overrides the file. The cluster is the one
+of the kubectl flags (--kubeconfig, --context, ...), else the pod's in-cluster
+configuration.`),
+		Example: `  # In a pod (the Deployment of config/manager)
+  kubectl-trainjob operator --config=/etc/kubectl-trainjob/config.yaml
+
+  # Against the current kubeconfig context, without leader election or webhooks
+  kubectl-trainjob operator --leader-elect=false --feature-gates=TrainJobStatus=false`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, restConfig, err := o.Complete(cmd)
+			if err != nil {
+				return err
+			}
+			return o.Run(cmd.Context(), cfg, restConfig)
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&o.ConfigFile, "config", "", "Configuration file (config.trainer.kubeflow.org/v1alpha1 Configuration, YAML)")
+	fs.StringVar(&o.FeatureGates, "feature-gates", "", "Feature gates, Name=true|false separated by commas; they override the file's featureGates")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", true, "Elect a leader through a Lease so that only one replica reconciles")
+	fs.StringVar(&o.MetricsAddress, "metrics-bind-address", config.DefaultMetricsBindAddress, `Address of /metrics ("0" turns it off)`)
+	fs.StringVar(&o.ProbeAddress, "health-probe-bind-address", config.DefaultHealthProbeBindAddress, `Address of /healthz and /readyz ("0" turns them off)`)
+	fs.Int32Var(&o.WebhookPort, "webhook-port", config.DefaultWebhookPort, "Port of the webhook server")
+	fs.StringVar(&o.WebhookCertDir, "webhook-cert-dir", "", "Folder of the webhook server's tls.crt and tls.key (default $TMPDIR/k8s-webhook-server/serving-certs)")
+	fs.StringVar(&o.Namespace, "operator-namespace", "", "The operator's namespace, for its Lease and certificate Secret (default $POD_NAMESPACE, else the pod's, else "+config.DefaultNamespace+")")
+	fs.StringVar(&o.WatchNamespace, "watch-namespace", "", "Reconcile TrainJobs of this namespace only (default: all)")
+	fs.Float32Var(&o.QPS, "kube-api-qps", config.DefaultQPS, "Queries per second to the API server")
+	fs.Int32Var(&o.Burst, "kube-api-burst", config.DefaultBurst, "Burst of queries to the API server")
+	logFlags := flag.NewFlagSet("log", flag.ContinueOnError)
+	o.zap.BindFlags(logFlags)
+	fs.AddGoFlagSet(logFlags)
+	return cmd, o
+}
+
+// Complete reads the configuration file, lays the flags given on the
+// command line over it, and resolves the cluster connection.
+func (o *CommandOptions) Complete(cmd *cobra.Command) (*config.Configuration, *rest.Config, error) {
+	cfg := &config.Configuration{}
+	if o.ConfigFile != "" {
+		data, err := os.ReadFile(o.ConfigFile)
+		if err != nil {
+			return nil, nil, fmt.Errorf("read configuration: %w", err)
+		}
+		if cfg, err = config.Decode(data); err != nil {
+			return nil, nil, fmt.Errorf("configuration %s: %w", o.ConfigFile, err)
+		}
+	}
+	overrides := map[string]func(){
+		"operator-namespace":        func() { cfg.Namespace = o.Namespace },
+		"leader-elect":              func() { cfg.LeaderElection.LeaderElect = ptr.To(o.LeaderElect) },
+		"metrics-bind-address":      func() { cfg.Metrics.BindAddress = o.MetricsAddress },
+		"health-probe-bind-address": func() { cfg.Health.HealthProbeBindAddress = o.ProbeAddress },
+		"webhook-port":              func() { cfg.Webhook.Port = ptr.To(o.WebhookPort) },
+		"webhook-cert-dir":          func() { cfg.Webhook.CertDir = o.WebhookCertDir },
+		"watch-namespace":           func() { cfg.Controller.WatchNamespace = o.WatchNamespace },
+		"kube-api-qps":              func() { cfg.ClientConnection.QPS = ptr.To(o.QPS) },
+		"kube-api-burst":            func() { cfg.ClientConnection.Burst = ptr.To(o.Burst) },
+	}
+	for name, override := range overrides {
+		if cmd.Flags().Changed(name) {
+			override()
+		}
+	}
+	if o.FeatureGates != "" {
+		gates, err := config.ParseFeatureGates(o.FeatureGates)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--feature-gates: %w", err)
+		}
+		if cfg.FeatureGates == nil {
+			cfg.FeatureGates = map[string]bool{}
+		}
+		for name, on := range gates {
+			cfg.FeatureGates[name] = on
+		}
+	}
+	cfg.Default()
+	if err := cfg.Validate(); err != nil {
+		return nil, nil, fmt.Errorf("invalid configuration: %w", err)
+	}
+	restConfig, err := o.factory.RESTConfig()
+	if err != nil {
+		return nil, nil, err
+	}
+	return cfg, restConfig, nil
+}
+
+// Run starts the operator and blocks until SIGINT or SIGTERM.
+func (o *CommandOptions) Run(ctx context.Context, cfg *config.Configuration, restConfig *rest.Config) error {
+	logger := zap.New(zap.UseFlagOptions(&o.zap), zap.WriteTo(o.streams.ErrOut))
+	log.SetLogger(logger)
+	klog.SetLogger(logger)
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx = log.IntoContext(ctx, logger)
+	op, err := New(ctx, Options{Config: cfg, RESTConfig: restConfig, Registry: o.registry})
+	if err != nil {
+		return err
+	}
+	logger.Info("Starting the operator", "namespace", cfg.Namespace, "leaderElection", ptr.Deref(cfg.LeaderElection.LeaderElect, true),
+		"webhooks", ptr.Deref(cfg.Webhook.Enable, true), "watchNamespace", cfg.Controller.WatchNamespace)
+	return op.Start(ctx)
+}

@@ -1,0 +1,135 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+func TestDefault(t *testing.T) {
+	t.Setenv("POD_NAMESPACE", "ops")
+	t.Setenv("TMPDIR", "/scratch")
+	cfg := &Configuration{}
+	cfg.Default()
+	want := &Configuration{
+		APIVersion: APIVersion,
+		Kind:       Kind,
+		Namespace:  "ops",
+		LeaderElection: LeaderElection{
+			LeaderElect:       ptr.To(true),
+			LeaseDuration:     metav1.Duration{Duration: 15 * time.Second},
+			RenewDeadline:     metav1.Duration{Duration: 10 * time.Second},
+			RetryPeriod:       metav1.Duration{Duration: 2 * time.Second},
+			ResourceLock:      "leases",
+			ResourceName:      "trainer.kubeflow.org",
+			ResourceNamespace: "ops",
+		},
+		Metrics: Metrics{BindAddress: ":8443", SecureServing: ptr.To(true)},
+		Health:  Health{HealthProbeBindAddress: ":8081", ReadinessEndpointName: "readyz", LivenessEndpointName: "healthz"},
+		Webhook: Webhook{Enable: ptr.To(true), Port: ptr.To[int32](9443), CertDir: "/scratch/k8s-webhook-server/serving-certs"},
+		CertManagement: CertManagement{
+			Enable:             ptr.To(true),
+			WebhookServiceName: "kubectl-trainjob-webhook-service",
+			WebhookSecretName:  "kubectl-trainjob-webhook-cert",
+		},
+		ClientConnection: ClientConnection{QPS: ptr.To[float32](50), Burst: ptr.To[int32](100)},
+		Controller: Controller{GroupKindConcurrency: map[string]int{
+			"TrainJob.trainer.kubeflow.org":               5,
+			"TrainingRuntime.trainer.kubeflow.org":        1,
+			"ClusterTrainingRuntime.trainer.kubeflow.org": 1,
+		}},
+		FeatureGates: map[string]bool{"TrainJobStatus": false},
+	}
+	if diff := cmp.Diff(want, cfg); diff != "" {
+		t.Errorf("defaults (-want +got):\n%s", diff)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("defaults do not validate: %v", err)
+	}
+}
+
+func TestDecodeAndValidate(t *testing.T) {
+	cases := []struct {
+		name    string
+		doc     string
+		wantErr string
+	}{
+		{name: "empty document", doc: ""},
+		{name: "upstream-shaped file", doc: `
+apiVersion: config.trainer.kubeflow.org/v1alpha1
+kind: Configuration
+leaderElection: {leaderElect: true, resourceName: trainer.kubeflow.org}
+webhook: {port: 9443}
+controller:
+  groupKindConcurrency: {TrainJob.trainer.kubeflow.org: 10}
+featureGates: {TrainJobStatus: true}
+`},
+		{name: "unknown field", doc: "webhook: {prot: 9443}", wantErr: `unknown field "prot"`},
+		{name: "other kind", doc: "kind: Deployment", wantErr: `kind "Deployment" is not supported`},
+		{name: "other apiVersion", doc: "apiVersion: v1", wantErr: `apiVersion "v1" is not supported`},
+		{name: "unknown feature gate", doc: "featureGates: {Warp: true}", wantErr: `unknown feature gate "Warp"`},
+		{name: "zero workers", doc: "controller: {groupKindConcurrency: {TrainJob.trainer.kubeflow.org: 0}}", wantErr: "must be at least 1"},
+		{name: "unknown controller", doc: "controller: {groupKindConcurrency: {Pod: 3}}", wantErr: `unknown controller "Pod"`},
+		{name: "lease shorter than renew", doc: "leaderElection: {leaseDuration: 5s, renewDeadline: 10s}", wantErr: "must be greater than renewDeadline"},
+		{name: "lease lock", doc: "leaderElection: {resourceLock: configmaps}", wantErr: `resourceLock "configmaps" is not supported`},
+		{name: "negative qps", doc: "clientConnection: {qps: -1}", wantErr: "qps must be positive"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := Decode([]byte(tc.doc))
+			if err == nil {
+				cfg.Default()
+				err = cfg.Validate()
+			}
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestParseFeatureGates(t *testing.T) {
+	got, err := ParseFeatureGates("TrainJobStatus=true, Other=False")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string]bool{"TrainJobStatus": true, "Other": false}, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	for _, bad := range []string{"TrainJobStatus", "TrainJobStatus=yes"} {
+		if _, err := ParseFeatureGates(bad); err == nil {
+			t.Errorf("ParseFeatureGates(%q) accepted", bad)
+		}
+	}
+}
+
+// TestShippedConfiguration checks the file the Deployment mounts.
+func TestShippedConfiguration(t *testing.T) {
+	_, file, _, _ := runtime.Caller(0)
+	path := filepath.Join(filepath.Dir(file), "..", "..", "..", "config", "manager", "config.yaml")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Decode(data)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	cfg.Default()
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	if cfg.Webhook.CertDir != "/tmp/k8s-webhook-server/serving-certs" || !*cfg.CertManagement.Enable {
+		t.Errorf("the Deployment's emptyDir at /tmp must hold the certificates the operator writes; got certDir %q", cfg.Webhook.CertDir)
+	}
+}

@@ -1,0 +1,354 @@
+// Package controller holds the operator's controllers: the TrainJob
+// controller, which runs the Build and PostExecution phases of the Pipeline
+// Framework (spec §3), and the runtime controllers, which only take
+// upstream's legacy finalizer off runtimes.
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/metrics"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/runtimes"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/stage"
+)
+
+// TrainJobReconciler reconciles TrainJobs into the objects their runtime
+// and the Pipeline Framework's plugins build (a JobSet and its companions),
+// and reports their progress in the TrainJob's status.
+type TrainJobReconciler struct {
+	client    client.Client
+	scheme    *runtime.Scheme
+	framework *pipeline.Framework
+	recorder  recorder.EventRecorder
+	snapshots *snapshots
+	stages    *stageClock
+	now       func() time.Time
+}
+
+// NewTrainJobReconciler builds the reconciler of mgr's TrainJobs.
+func NewTrainJobReconciler(mgr manager.Manager, fw *pipeline.Framework) *TrainJobReconciler {
+	return &TrainJobReconciler{
+		client:    mgr.GetClient(),
+		scheme:    mgr.GetScheme(),
+		framework: fw,
+		recorder:  mgr.GetEventRecorder(TrainJobRecorderName),
+		snapshots: newSnapshots(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetScheme()),
+		stages:    &stageClock{seen: map[types.NamespacedName]stageSince{}},
+		now:       time.Now,
+	}
+}
+
+// SetupWithManager registers the controller: it watches TrainJobs, the
+// deletion of their runtime snapshots, and what the plugins ask for (the
+// JobSet plugin its JobSets, MPI its Secrets and ConfigMaps, …).
+func (r *TrainJobReconciler) SetupWithManager(mgr manager.Manager) error {
+	b := builder.ControllerManagedBy(mgr).
+		Named(TrainJobControllerName).
+		For(&trainer.TrainJob{}).
+		Owns(&corev1.ConfigMap{}, builder.OnlyMetadata, builder.WithPredicates(snapshotDeleted))
+	for _, rb := range r.framework.ReconcilerBuilders() {
+		b = rb(b, mgr.GetClient(), mgr.GetCache())
+	}
+	return b.Complete(r)
+}
+
+// snapshotDeleted passes the deletion of a runtime snapshot, so that it is
+// taken again at once (from the runtime as it is now).
+var snapshotDeleted = predicate.Funcs{
+	CreateFunc:  func(event.CreateEvent) bool { return false },
+	UpdateFunc:  func(event.UpdateEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+	DeleteFunc: func(e event.DeleteEvent) bool {
+		return strings.HasSuffix(e.Object.GetName(), RuntimeSnapshotSuffix)
+	},
+}
+
+// Reconcile fetches a TrainJob and delegates to reconcile, unless another
+// controller manages it (MultiKueue): then nothing is touched.
+func (r *TrainJobReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	begin := time.Now()
+	tj := &trainer.TrainJob{}
+	if err := r.client.Get(ctx, req.NamespacedName, tj); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.stages.forget(req.NamespacedName)
+		}
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if managedBy := ptr.Deref(tj.Spec.ManagedBy, trainer.TrainJobControllerManager); managedBy != trainer.TrainJobControllerManager {
+		log.FromContext(ctx).V(2).Info("Skipping a TrainJob managed by another controller", "managedBy", managedBy)
+		return reconcile.Result{}, nil
+	}
+	result, err := r.reconcile(ctx, tj)
+	metrics.ObserveReconcile(time.Since(begin), err)
+	return result, err
+}
+
+// reconcile runs the named steps of spec §3.2 on a working copy of the
+// status, then writes the status once.
+func (r *TrainJobReconciler) reconcile(ctx context.Context, tj *trainer.TrainJob) (reconcile.Result, error) {
+	u := newStatusUpdate(tj, metav1.NewTime(r.now()))
+	var errs []error
+	applied, buildFailed := false, false
+	if gk := pipeline.RuntimeRefGroupKind(tj); !runtimes.Supported(gk) {
+		u.setCondition(trainer.TrainJobFailed, metav1.ConditionTrue, trainer.TrainJobRuntimeNotSupportedReason, runtimes.UnsupportedError(gk).Error())
+	} else if !finished(u.tj) {
+		var err error
+		applied, err = r.build(ctx, u)
+		buildFailed = err != nil
+		errs = append(errs, err)
+	}
+	setSuspended(u)
+	errs = append(errs, r.postExecution(ctx, u, applied || buildFailed))
+	requeueAfter := r.enforceDeadline(ctx, u)
+	errs = append(errs, r.writeStatus(ctx, u))
+	r.stages.observe(u.tj, u.now.Time)
+	if err := errors.Join(errs...); err != nil {
+		return reconcile.Result{}, err
+	}
+	return reconcile.Result{RequeueAfter: requeueAfter}, nil
+}
+
+// build runs the Build phase and applies what it returns, in order. It
+// reports whether it applied anything, and sets ComponentsCreated.
+func (r *TrainJobReconciler) build(ctx context.Context, u *statusUpdate) (bool, error) {
+	tj := u.tj
+	objs, err := r.buildObjects(ctx, tj)
+	if err != nil {
+		var applyErr *applyError
+		if !errors.As(err, &applyErr) {
+			plugin := metrics.RuntimePlugin
+			var pluginErr *pipeline.PluginError
+			if errors.As(err, &pluginErr) {
+				plugin = pluginErr.Plugin
+			}
+			metrics.CountBuildError(plugin)
+			u.setCondition(trainer.TrainJobComponentsCreated, metav1.ConditionFalse, trainer.TrainJobJobsBuildFailedReason, ComponentsBuildFailedPrefix+err.Error())
+			u.warn(ReasonResourcesCreationFailed, ActionReconciling, resourcesCreationFailedPrefix+eventNote(err.Error()))
+			return false, err
+		}
+		return false, r.creationFailed(u, err)
+	}
+	for _, obj := range objs {
+		if err := r.apply(ctx, tj, obj); err != nil {
+			return false, r.creationFailed(u, err)
+		}
+	}
+	u.setCondition(trainer.TrainJobComponentsCreated, metav1.ConditionTrue, trainer.TrainJobJobsCreatedReason, ComponentsCreatedMessage)
+	return len(objs) > 0, nil
+}
+
+// buildObjects resolves the TrainJob's runtime through its snapshot and runs
+// the Build phase of the framework.
+func (r *TrainJobReconciler) buildObjects(ctx context.Context, tj *trainer.TrainJob) ([]client.Object, error) {
+	rt, err := r.snapshots.runtime(ctx, tj, func(ctx context.Context, obj client.Object) error { return r.apply(ctx, tj, obj) })
+	if err != nil {
+		return nil, err
+	}
+	objs, _, err := r.framework.Build(ctx, tj, rt, pipeline.BuildOptions{})
+	return objs, err
+}
+
+func (r *TrainJobReconciler) creationFailed(u *statusUpdate, err error) error {
+	u.setCondition(trainer.TrainJobComponentsCreated, metav1.ConditionFalse, trainer.TrainJobJobsCreationFailedReason, ComponentsCreationFailedPrefix+err.Error())
+	u.warn(ReasonResourcesCreationFailed, ActionReconciling, resourcesCreationFailedPrefix+eventNote(err.Error()))
+	return err
+}
+
+// applyError is a failure to apply an object the Build phase built.
+type applyError struct {
+	kind, name string
+	err        error
+}
+
+func (e *applyError) Error() string { return fmt.Sprintf("apply %s %s: %v", e.kind, e.name, e.err) }
+func (e *applyError) Unwrap() error { return e.err }
+
+// apply server-side applies an object for tj, as field manager `trainer`,
+// taking ownership of every field it sets.
+func (r *TrainJobReconciler) apply(ctx context.Context, tj *trainer.TrainJob, obj client.Object) error {
+	u, err := applyObject(r.scheme, obj, tj.Name)
+	if err != nil {
+		return &applyError{kind: fmt.Sprintf("%T", obj), name: obj.GetName(), err: err}
+	}
+	err = r.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldManager), client.ForceOwnership)
+	if err != nil {
+		return &applyError{kind: u.GetKind(), name: u.GetName(), err: err}
+	}
+	return nil
+}
+
+// applyObject is the unstructured form of a built object that server-side
+// apply sends: with its apiVersion and kind, without status and
+// creationTimestamp (which only the server sets), and for ConfigMaps and
+// Secrets with the label the operator's cache selects them by.
+func applyObject(scheme *runtime.Scheme, obj client.Object, trainJobName string) (*unstructured.Unstructured, error) {
+	gvk, err := apiutil.GVKForObject(obj, scheme)
+	if err != nil {
+		return nil, err
+	}
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, err
+	}
+	u := &unstructured.Unstructured{Object: content}
+	u.SetGroupVersionKind(gvk)
+	delete(u.Object, "status")
+	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
+	if gvk.Group == "" && (gvk.Kind == "ConfigMap" || gvk.Kind == "Secret") {
+		labels := u.GetLabels()
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		labels[TrainJobNameLabel] = trainJobName
+		u.SetLabels(labels)
+	}
+	return u, nil
+}
+
+// setSuspended sets the Suspended condition: True while spec.suspend is,
+// False (Resumed) once it no longer is, absent if never suspended.
+func setSuspended(u *statusUpdate) {
+	switch {
+	case ptr.Deref(u.tj.Spec.Suspend, false):
+		u.setCondition(trainer.TrainJobSuspended, metav1.ConditionTrue, trainer.TrainJobSuspendedReason, trainer.TrainJobSuspendedMessage)
+	case meta.IsStatusConditionTrue(u.tj.Status.Conditions, trainer.TrainJobSuspended):
+		u.setCondition(trainer.TrainJobSuspended, metav1.ConditionFalse, trainer.TrainJobResumedReason, trainer.TrainJobResumedMessage)
+	}
+}
+
+// postExecution runs the PostExecution phase: the status plugin derives the
+// status from the children. A Failed/DeadlineExceeded condition already set
+// is kept whatever the plugin says. tolerateMissing ignores a JobSet the
+// cache does not have yet (just applied, or never built).
+func (r *TrainJobReconciler) postExecution(ctx context.Context, u *statusUpdate, tolerateMissing bool) error {
+	var deadline *metav1.Condition
+	if c := meta.FindStatusCondition(u.tj.Status.Conditions, trainer.TrainJobFailed); c != nil && c.Reason == trainer.TrainJobDeadlineExceededReason {
+		deadline = c.DeepCopy()
+	}
+	status, err := r.framework.Status(ctx, u.tj)
+	if err != nil {
+		if tolerateMissing && apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	}
+	u.tj.Status = *status
+	if deadline != nil {
+		meta.SetStatusCondition(&u.tj.Status.Conditions, *deadline)
+	}
+	return nil
+}
+
+// enforceDeadline fails a running TrainJob past its activeDeadlineSeconds
+// and deletes its JobSet; before that, it returns when to look again. The
+// clock starts at creation and restarts at every resume.
+func (r *TrainJobReconciler) enforceDeadline(ctx context.Context, u *statusUpdate) time.Duration {
+	tj := u.tj
+	if tj.Spec.ActiveDeadlineSeconds == 0 || finished(tj) || ptr.Deref(tj.Spec.Suspend, false) {
+		return 0
+	}
+	start := tj.CreationTimestamp.Time
+	if c := meta.FindStatusCondition(tj.Status.Conditions, trainer.TrainJobSuspended); c != nil && c.Status == metav1.ConditionFalse {
+		start = c.LastTransitionTime.Time
+	}
+	deadline := start.Add(time.Duration(tj.Spec.ActiveDeadlineSeconds) * time.Second)
+	if remaining := deadline.Sub(u.now.Time); remaining > 0 {
+		return max(remaining, time.Second)
+	}
+	u.setCondition(trainer.TrainJobFailed, metav1.ConditionTrue, trainer.TrainJobDeadlineExceededReason, trainer.TrainJobDeadlineExceededMessage)
+	js := &jobsetv1alpha2.JobSet{ObjectMeta: metav1.ObjectMeta{Name: tj.Name, Namespace: tj.Namespace}}
+	if err := r.client.Delete(ctx, js); client.IgnoreNotFound(err) != nil {
+		log.FromContext(ctx).Error(err, "Deleting the JobSet of a TrainJob past its deadline")
+	}
+	return 0
+}
+
+// writeStatus merge-patches the status when the reconcile changed it, then
+// records the events: one per condition transition once the status is
+// written, and the warnings in any case.
+func (r *TrainJobReconciler) writeStatus(ctx context.Context, u *statusUpdate) error {
+	var events []trainJobEvent
+	var err error
+	if u.changed() {
+		transitions := u.transitions()
+		if err = r.client.Status().Patch(ctx, u.tj, client.MergeFrom(u.orig)); err != nil {
+			err = fmt.Errorf("patch TrainJob status: %w", err)
+		} else {
+			events = transitions
+		}
+	}
+	for _, e := range append(events, u.events...) {
+		r.recorder.Eventf(u.orig, nil, e.Type, e.Reason, e.Action, "%s", eventNote(e.Note))
+	}
+	return err
+}
+
+// stageClock remembers the stage of every TrainJob and since when, to time
+// stage transitions.
+type stageClock struct {
+	mu   sync.Mutex
+	seen map[types.NamespacedName]stageSince
+}
+
+type stageSince struct {
+	uid   types.UID
+	stage stage.Stage
+	since time.Time
+}
+
+// observe notes the stage of tj at now, and records the time spent in the
+// previous stage when it changed. A TrainJob first seen in its first stage
+// has been there since its creation; in another (the operator restarted),
+// the time it entered it is unknown, so its first transition is not timed.
+func (c *stageClock) observe(tj *trainer.TrainJob, now time.Time) {
+	s := stage.Of(tj)
+	key := types.NamespacedName{Namespace: tj.Namespace, Name: tj.Name}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	prev, ok := c.seen[key]
+	switch {
+	case !ok || prev.uid != tj.UID:
+		since := time.Time{}
+		if s == stage.Pending || s == stage.Suspended {
+			since = tj.CreationTimestamp.Time
+		}
+		c.seen[key] = stageSince{uid: tj.UID, stage: s, since: since}
+	case prev.stage != s:
+		if !prev.since.IsZero() {
+			metrics.ObserveStageTransition(prev.stage, s, now.Sub(prev.since))
+		}
+		c.seen[key] = stageSince{uid: tj.UID, stage: s, since: now}
+	}
+}
+
+func (c *stageClock) forget(key types.NamespacedName) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.seen, key)
+}

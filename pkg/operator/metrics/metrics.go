@@ -1,0 +1,130 @@
+// Package metrics holds the operator's own Prometheus metrics, served on
+// controller-runtime's /metrics next to its controller and client metrics.
+// Like those, they live in controller-runtime's process-wide registry; Register
+// adds them once however many operators a process runs (tests run several).
+package metrics
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/stage"
+)
+
+// Metric names.
+const (
+	ReconcileDurationName = "trainjob_reconcile_duration_seconds"
+	TrainJobsName         = "trainjobs"
+	StageTransitionName   = "trainjob_stage_transition_seconds"
+	BuildErrorsName       = "trainjob_build_errors_total"
+)
+
+// Label values.
+const (
+	ResultSuccess = "success"
+	ResultError   = "error"
+	// RuntimePlugin labels build errors that no plugin raised: resolving the
+	// runtime, its snapshot, or applying runtimePatches to its template.
+	RuntimePlugin = "runtime"
+)
+
+var (
+	reconcileDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    ReconcileDurationName,
+		Help:    "Time a reconcile of a TrainJob took, by result (success or error).",
+		Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
+	}, []string{"result"})
+
+	stageTransition = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: StageTransitionName,
+		Help: "Time a TrainJob spent in a stage before it moved to the next, by stage left (from) and stage entered (to).",
+		// 1s to about 6 days.
+		Buckets: prometheus.ExponentialBuckets(1, 4, 10),
+	}, []string{"from", "to"})
+
+	buildErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: BuildErrorsName,
+		Help: "Build phases of TrainJobs that failed, by the plugin that failed (runtime when none did).",
+	}, []string{"plugin"})
+
+	trainJobs = &stageCollector{desc: prometheus.NewDesc(TrainJobsName,
+		"TrainJobs the operator sees, by stage (reported by the leader only).", []string{"stage"}, nil)}
+
+	registerOnce sync.Once
+)
+
+// Register adds the metrics to controller-runtime's registry, once.
+func Register() {
+	registerOnce.Do(func() {
+		crmetrics.Registry.MustRegister(reconcileDuration, stageTransition, buildErrors, trainJobs)
+	})
+}
+
+// ObserveReconcile records how long a reconcile took.
+func ObserveReconcile(d time.Duration, err error) {
+	result := ResultSuccess
+	if err != nil {
+		result = ResultError
+	}
+	reconcileDuration.WithLabelValues(result).Observe(d.Seconds())
+}
+
+// ObserveStageTransition records the time spent in stage from before to.
+func ObserveStageTransition(from, to stage.Stage, d time.Duration) {
+	stageTransition.WithLabelValues(string(from), string(to)).Observe(max(d, 0).Seconds())
+}
+
+// CountBuildError counts a failed Build phase.
+func CountBuildError(plugin string) {
+	buildErrors.WithLabelValues(plugin).Inc()
+}
+
+// ServeTrainJobs makes the trainjobs gauge count the TrainJobs that reader
+// lists, until ctx ends. The operator calls it once it leads, with its
+// cache: the gauge is then exact at every scrape and never drifts, and a
+// replica that does not lead reports nothing.
+func ServeTrainJobs(ctx context.Context, reader client.Reader) {
+	src := &source{reader: reader}
+	trainJobs.src.Store(src)
+	<-ctx.Done()
+	trainJobs.src.CompareAndSwap(src, nil)
+}
+
+type source struct{ reader client.Reader }
+
+// stageCollector counts TrainJobs by stage when scraped.
+type stageCollector struct {
+	desc *prometheus.Desc
+	src  atomic.Pointer[source]
+}
+
+func (c *stageCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *stageCollector) Collect(ch chan<- prometheus.Metric) {
+	src := c.src.Load()
+	if src == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var list trainer.TrainJobList
+	if err := src.reader.List(ctx, &list); err != nil {
+		ch <- prometheus.NewInvalidMetric(c.desc, errors.Join(errors.New("list TrainJobs"), err))
+		return
+	}
+	counts := make(map[stage.Stage]int, len(stage.All))
+	for k := range list.Items {
+		counts[stage.Of(&list.Items[k])]++
+	}
+	for _, s := range stage.All {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(counts[s]), string(s))
+	}
+}

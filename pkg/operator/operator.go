@@ -1,0 +1,223 @@
+// Package operator is the operator face of the binary (`kubectl-trainjob
+// operator`): it wires a controller-runtime manager with the TrainJob and
+// runtime controllers, the admission webhooks and their in-process
+// certificates, leader election, probes and metrics. The controllers and
+// webhooks themselves live in subpackages; this package only assembles
+// them. It must not hold reconcile logic.
+package operator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	crconfig "sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/config"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/controller"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/metrics"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/webhook"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/scheme"
+)
+
+// Options are what an Operator is built from.
+type Options struct {
+	// Config is the operator's configuration; it is defaulted and validated.
+	Config *config.Configuration
+	// RESTConfig reaches the API server; QPS and burst come from Config.
+	RESTConfig *rest.Config
+	// Registry is the Pipeline Framework's ordered plugin registry.
+	Registry pipeline.Registry
+}
+
+// Operator is a configured controller manager, ready to start.
+type Operator struct {
+	mgr        manager.Manager
+	cfg        *config.Configuration
+	framework  *pipeline.Framework
+	certsReady chan struct{}
+
+	mu         sync.Mutex
+	webhookErr error
+}
+
+// New builds an operator: its manager, caches, controllers, probes and,
+// when enabled, its certificate rotation. Webhooks are registered once the
+// certificates are ready, after Start.
+func New(ctx context.Context, opts Options) (*Operator, error) {
+	cfg := opts.Config
+	cfg.Default()
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid configuration: %w", err)
+	}
+	restConfig := rest.CopyConfig(opts.RESTConfig)
+	restConfig.QPS = ptr.Deref(cfg.ClientConnection.QPS, config.DefaultQPS)
+	restConfig.Burst = int(ptr.Deref(cfg.ClientConnection.Burst, config.DefaultBurst))
+
+	le := cfg.LeaderElection
+	webhooksOn := ptr.Deref(cfg.Webhook.Enable, true)
+	mgr, err := manager.New(restConfig, manager.Options{
+		Scheme: scheme.New(),
+		Cache:  cacheOptions(cfg),
+		Metrics: metricsserver.Options{
+			BindAddress:   cfg.Metrics.BindAddress,
+			SecureServing: ptr.Deref(cfg.Metrics.SecureServing, true),
+		},
+		HealthProbeBindAddress:        cfg.Health.HealthProbeBindAddress,
+		ReadinessEndpointName:         "/" + cfg.Health.ReadinessEndpointName,
+		LivenessEndpointName:          "/" + cfg.Health.LivenessEndpointName,
+		LeaderElection:                ptr.Deref(le.LeaderElect, true),
+		LeaderElectionResourceLock:    le.ResourceLock,
+		LeaderElectionID:              le.ResourceName,
+		LeaderElectionNamespace:       le.ResourceNamespace,
+		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &le.LeaseDuration.Duration,
+		RenewDeadline:                 &le.RenewDeadline.Duration,
+		RetryPeriod:                   &le.RetryPeriod.Duration,
+		WebhookServer: crwebhook.NewServer(crwebhook.Options{
+			Host:    cfg.Webhook.Host,
+			Port:    int(ptr.Deref(cfg.Webhook.Port, config.DefaultWebhookPort)),
+			CertDir: cfg.Webhook.CertDir,
+		}),
+		Controller: crconfig.Controller{
+			GroupKindConcurrency: cfg.Controller.GroupKindConcurrency,
+			// Names are fixed, and each manager registers each controller
+			// once; the process-wide uniqueness check would only forbid
+			// running two operators in one process, as tests do.
+			SkipNameValidation: ptr.To(true),
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("controller manager: %w", err)
+	}
+
+	fw, err := pipeline.New(ctx, opts.Registry, pipeline.Handle{Client: mgr.GetClient()})
+	if err != nil {
+		return nil, fmt.Errorf("pipeline framework: %w", err)
+	}
+	o := &Operator{mgr: mgr, cfg: cfg, framework: fw, certsReady: make(chan struct{})}
+	if webhooksOn {
+		o.webhookErr = errors.New("webhooks are not registered yet")
+	}
+
+	if err := controller.NewTrainJobReconciler(mgr, fw).SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("TrainJob controller: %w", err)
+	}
+	if err := controller.SetupRuntimeControllers(mgr); err != nil {
+		return nil, fmt.Errorf("runtime controllers: %w", err)
+	}
+
+	switch {
+	case !webhooksOn:
+		close(o.certsReady)
+	case ptr.Deref(cfg.CertManagement.Enable, true):
+		if err := addCertRotation(mgr, cfg, o.certsReady); err != nil {
+			return nil, err
+		}
+	default:
+		// The certificates come from elsewhere (cert-manager).
+		close(o.certsReady)
+	}
+
+	metrics.Register()
+	// The trainjobs gauge counts what the leader's cache holds.
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		metrics.ServeTrainJobs(ctx, mgr.GetCache())
+		return nil
+	})); err != nil {
+		return nil, err
+	}
+
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddReadyzCheck("webhooks", o.webhooksReady); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// cacheOptions scope the cache to what the operator owns: ConfigMaps and
+// Secrets only when they carry the TrainJob name label the operator sets on
+// the ones it applies, everything only in the watched namespace if one is
+// set; and nobody reads managed fields, so they are dropped.
+func cacheOptions(cfg *config.Configuration) cache.Options {
+	owned, _ := labels.NewRequirement(controller.TrainJobNameLabel, selection.Exists, nil)
+	selector := labels.NewSelector().Add(*owned)
+	opts := cache.Options{
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.ConfigMap{}: {Label: selector},
+			&corev1.Secret{}:    {Label: selector},
+		},
+		DefaultTransform: cache.TransformStripManagedFields(),
+	}
+	if ns := cfg.Controller.WatchNamespace; ns != "" {
+		opts.DefaultNamespaces = map[string]cache.Config{ns: {}}
+	}
+	return opts
+}
+
+// webhooksReady is the readiness check: ready once the certificates exist
+// and the webhook server serves them (or when webhooks are off).
+func (o *Operator) webhooksReady(req *http.Request) error {
+	select {
+	case <-o.certsReady:
+	default:
+		return errors.New("webhook certificates are not ready")
+	}
+	if !ptr.Deref(o.cfg.Webhook.Enable, true) {
+		return nil
+	}
+	o.mu.Lock()
+	err := o.webhookErr
+	o.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return o.mgr.GetWebhookServer().StartedChecker()(req)
+}
+
+// Start runs the operator until ctx ends or it fails; with leader election,
+// the process must exit when it returns.
+func (o *Operator) Start(ctx context.Context) error {
+	if ptr.Deref(o.cfg.Webhook.Enable, true) {
+		go o.setupWebhooks(ctx)
+	}
+	return o.mgr.Start(ctx)
+}
+
+// setupWebhooks registers the webhooks, which starts their server, once the
+// certificates it serves are ready.
+func (o *Operator) setupWebhooks(ctx context.Context) {
+	select {
+	case <-o.certsReady:
+	case <-ctx.Done():
+		return
+	}
+	err := webhook.Setup(o.mgr, o.framework)
+	if err != nil {
+		log.FromContext(ctx).Error(err, "Registering the webhooks")
+		err = fmt.Errorf("webhooks: %w", err)
+	}
+	o.mu.Lock()
+	o.webhookErr = err
+	o.mu.Unlock()
+}
+
+// Manager is the operator's controller manager.
+func (o *Operator) Manager() manager.Manager { return o.mgr }

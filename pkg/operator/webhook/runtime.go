@@ -1,0 +1,108 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+)
+
+// ancestorContainers maps each ancestor step to the container its
+// replicated job must have.
+var ancestorContainers = map[string]string{
+	trainer.AncestorTrainer:            trainer.Node,
+	trainer.AncestorDatasetInitializer: trainer.DatasetInitializerName,
+	trainer.AncestorModelInitializer:   trainer.ModelInitializerName,
+}
+
+// TrainingRuntimeValidator checks new TrainingRuntimes; updates are not
+// checked (as upstream).
+type TrainingRuntimeValidator struct{}
+
+var _ admission.Validator[*trainer.TrainingRuntime] = (*TrainingRuntimeValidator)(nil)
+
+// ValidateCreate validates a new TrainingRuntime.
+func (TrainingRuntimeValidator) ValidateCreate(_ context.Context, rt *trainer.TrainingRuntime) (admission.Warnings, error) {
+	return nil, ValidateRuntimeSpec(&rt.Spec).ToAggregate()
+}
+
+// ValidateUpdate allows every update.
+func (TrainingRuntimeValidator) ValidateUpdate(context.Context, *trainer.TrainingRuntime, *trainer.TrainingRuntime) (admission.Warnings, error) {
+	return nil, nil
+}
+
+// ValidateDelete allows every deletion.
+func (TrainingRuntimeValidator) ValidateDelete(context.Context, *trainer.TrainingRuntime) (admission.Warnings, error) {
+	return nil, nil
+}
+
+// ClusterTrainingRuntimeValidator checks ClusterTrainingRuntimes on create
+// and update, and warns about a deprecated one on create.
+type ClusterTrainingRuntimeValidator struct{}
+
+var _ admission.Validator[*trainer.ClusterTrainingRuntime] = (*ClusterTrainingRuntimeValidator)(nil)
+
+// ValidateCreate validates a new ClusterTrainingRuntime.
+func (ClusterTrainingRuntimeValidator) ValidateCreate(_ context.Context, rt *trainer.ClusterTrainingRuntime) (admission.Warnings, error) {
+	var warnings admission.Warnings
+	if rt.Labels[trainer.SupportLabel] == trainer.SupportDeprecated {
+		warnings = append(warnings, fmt.Sprintf("ClusterTrainingRuntime %q is deprecated and will be removed in a future release of Kubeflow Trainer. See runtime deprecation policy: %s",
+			rt.Name, trainer.DeprecationPolicyURL))
+	}
+	return warnings, ValidateRuntimeSpec(&rt.Spec).ToAggregate()
+}
+
+// ValidateUpdate validates a changed ClusterTrainingRuntime.
+func (ClusterTrainingRuntimeValidator) ValidateUpdate(_ context.Context, _, rt *trainer.ClusterTrainingRuntime) (admission.Warnings, error) {
+	return nil, ValidateRuntimeSpec(&rt.Spec).ToAggregate()
+}
+
+// ValidateDelete allows every deletion.
+func (ClusterTrainingRuntimeValidator) ValidateDelete(context.Context, *trainer.ClusterTrainingRuntime) (admission.Warnings, error) {
+	return nil, nil
+}
+
+// ValidateRuntimeSpec checks every replicated job that runs a TrainJob step
+// (it has an ancestor label): it must have one replica and the container
+// its step runs in.
+func ValidateRuntimeSpec(spec *trainer.TrainingRuntimeSpec) field.ErrorList {
+	var errs field.ErrorList
+	jobsPath := field.NewPath("spec", "template", "spec", "replicatedJobs")
+	for i, rj := range spec.Template.Spec.ReplicatedJobs {
+		ancestor := rj.Template.Labels[trainer.AncestorLabel]
+		container, ok := ancestorContainers[ancestor]
+		if !ok {
+			continue
+		}
+		path := jobsPath.Index(i)
+		if rj.Replicas != 1 {
+			errs = append(errs, field.Invalid(path.Child("replicas"), rj.Replicas, "always must be 1"))
+		}
+		if !hasContainer(rj, container) {
+			errs = append(errs, field.Invalid(path.Child("template", "spec", "template", "spec", "containers"), containerNames(rj),
+				fmt.Sprintf("must contain the required container for the ancestor: %s", ancestor)))
+		}
+	}
+	return errs
+}
+
+func hasContainer(rj jobsetv1alpha2.ReplicatedJob, name string) bool {
+	for _, c := range rj.Template.Spec.Template.Spec.Containers {
+		if c.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func containerNames(rj jobsetv1alpha2.ReplicatedJob) []string {
+	var names []string
+	for _, c := range rj.Template.Spec.Template.Spec.Containers {
+		names = append(names, c.Name)
+	}
+	return names
+}
