@@ -1,0 +1,53 @@
+package describe_test
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"testing"
+
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/describe"
+	"github.com/kubectl-trainjob/kubectl-trainjob/test/golden"
+)
+
+const examples = "../render/testdata/examples/"
+
+func TestDescribePipelineOffline(t *testing.T) {
+	cases := []struct{ name, trainJob, runtime, output string }{
+		{"torch", "trainjob-01-multi-node.yaml", "cluster-runtime-torch-distributed.yaml", ""},
+		{"deepspeed", "trainjob-06-deepspeed.yaml", "cluster-runtime-deepspeed-distributed-mpi.yaml", ""},
+		{"torchtune-json", "trainjob-07-torchtune.yaml", "cluster-runtime-torchtune-llama3.2-1b.yaml", "json"},
+		{"refused-at-admission", "trainjob-05-multi-step.yaml", "", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "none"))
+			var out, errOut bytes.Buffer
+			root := plugin.NewRootCommand(cmdutil.NewFactory(), genericiooptions.IOStreams{Out: &out, ErrOut: &errOut}, describe.NewCmd)
+			args := []string{"describe-pipeline", "-f", examples + tc.trainJob, "-o", tc.output}
+			if tc.runtime != "" {
+				args = append(args, "--runtime-file", examples+tc.runtime)
+			}
+			root.SetArgs(args)
+			if err := root.ExecuteContext(context.Background()); err != nil {
+				t.Fatalf("describe-pipeline: %v\n%s", err, errOut.String())
+			}
+			golden.Assert(t, "testdata/"+tc.name+".golden", out.Bytes())
+		})
+	}
+}
+
+func TestDescribePipelineNeedsOneSource(t *testing.T) {
+	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "none"))
+	var out bytes.Buffer
+	root := plugin.NewRootCommand(cmdutil.NewFactory(), genericiooptions.IOStreams{Out: &out, ErrOut: &out}, describe.NewCmd)
+	root.SetArgs([]string{"describe-pipeline", "-f", examples + "trainjob-01-multi-node.yaml", "--runtime", "x"})
+	err := root.ExecuteContext(context.Background())
+	if err == nil || err.Error() != "give exactly one of: a TrainJob NAME, --runtime RUNTIME, or -f FILE (with --runtime-file)" {
+		t.Errorf("err = %v", err)
+	}
+}
