@@ -2,11 +2,15 @@ package main
 
 import (
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline/plugins"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/describe"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/render"
 )
 
 // commands are the subcommands of the binary, in help order.
 var commands = []plugin.CommandAdder{
-	operator.NewCommand(pipeline.Registry{}),
+	describe.NewCmd,
+	render.NewCmd,
+	operator.NewCommand(plugins.NewRegistry()),
 }
