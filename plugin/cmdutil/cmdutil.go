@@ -13,6 +13,7 @@ import (
 	"k8s.io/cli-runtime/pkg/printers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/scheme"
@@ -64,12 +65,25 @@ func NewFactory() *Factory {
 
 // RESTConfig is the client config, with a clear error when there is none.
 func (f *Factory) RESTConfig() (*rest.Config, error) {
+	if f.noCluster() {
+		return nil, errors.New("no cluster to talk to: no kubeconfig found (set KUBECONFIG or pass --kubeconfig)")
+	}
 	cfg, err := f.ConfigFlags.ToRESTConfig()
 	if err != nil {
 		return nil, fmt.Errorf("no cluster to talk to: %w (set KUBECONFIG or pass --kubeconfig)", err)
 	}
 	cfg.QPS, cfg.Burst = 50, 100
 	return cfg, nil
+}
+
+// noCluster tells whether nothing names a cluster: no kubeconfig, no --server, not in a pod. client-go would
+// then fall back to http://localhost:8080 and fail later with "connection refused".
+func (f *Factory) noCluster() bool {
+	if ptr.Deref(f.ConfigFlags.APIServer, "") != "" || os.Getenv("KUBERNETES_SERVICE_HOST") != "" {
+		return false
+	}
+	raw, err := f.ConfigFlags.ToRawKubeConfigLoader().RawConfig()
+	return err == nil && len(raw.Clusters) == 0
 }
 
 // Namespace is the namespace of --namespace or the current context, and
