@@ -325,10 +325,9 @@ func hostfileConfigMap(info *pipeline.RuntimeInfo, trainJob *trainer.TrainJob) *
 	}
 }
 
-// hostfile has one line `<endpoint> slots=<numProcPerNode>` per node pod.
-// When the launcher runs as a node it comes first, whatever the template
-// order, so that rank 0 is local to mpirun (as mpi-operator does; upstream
-// Trainer follows template order).
+// hostfile has one line `<endpoint> slots=<numProcPerNode>` per node pod,
+// and per launcher pod when the launcher runs as a node, in the runtime
+// template's order, as upstream Trainer writes it.
 func hostfile(info *pipeline.RuntimeInfo) string {
 	policy := mpiPolicy(info)
 	slots := " slots=" + strconv.Itoa(int(ptr.Deref(policy.NumProcPerNode, 1))) + "\n"
@@ -342,10 +341,13 @@ func hostfile(info *pipeline.RuntimeInfo) string {
 			b.WriteString(slots)
 		}
 	}
-	if ptr.Deref(policy.RunLauncherAsNode, false) {
-		write(info.PodSet(trainer.Launcher))
+	launcherIsNode := ptr.Deref(policy.RunLauncherAsNode, false)
+	for k := range info.PodSets {
+		ps := &info.PodSets[k]
+		if ps.Name == trainer.Node || (launcherIsNode && ps.Name == trainer.Launcher) {
+			write(ps)
+		}
 	}
-	write(info.PodSet(trainer.Node))
 	return b.String()
 }
 

@@ -459,10 +459,10 @@ func TestHostfile(t *testing.T) {
 			want:    "alpha-node-0-0.alpha slots=4\n",
 		},
 		{
-			name:    "launcher comes first when it runs as a node, though the template lists it last",
+			name:    "launcher running as a node is listed in template order, as upstream does",
 			runtime: deepspeedRuntime("{numNodes: 1, mpi: {numProcPerNode: 2, runLauncherAsNode: true}}", "{}"),
 			trainer: "{numNodes: 3}",
-			want:    "alpha-launcher-0-0.alpha slots=2\nalpha-node-0-0.alpha slots=2\nalpha-node-0-1.alpha slots=2\n",
+			want:    "alpha-node-0-0.alpha slots=2\nalpha-node-0-1.alpha slots=2\nalpha-launcher-0-0.alpha slots=2\n",
 		},
 	}
 	for _, tc := range cases {
