@@ -5,6 +5,7 @@ import (
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline/plugins"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/describe"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/list"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/render"
 )
 
@@ -13,4 +14,5 @@ var commands = []plugin.CommandAdder{
 	describe.NewCmd,
 	render.NewCmd,
 	operator.NewCommand(plugins.NewRegistry()),
+	list.NewCmdList,
 }

@@ -1,0 +1,414 @@
+// Package list is `kubectl trainjob list` (aliases ls, get): TrainJobs as kubectl get shows resources, with
+// the stage each one is in. It also holds the TrainJob look-ups the other commands share: reading one by
+// name with a clear error, and completing names.
+package list
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/liggitt/tabwriter"
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	cliprinters "k8s.io/cli-runtime/pkg/printers"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/scheme"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/stage"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/printers"
+)
+
+const example = `  # TrainJobs of the current namespace, with their stage
+  kubectl trainjob list
+
+  # Every namespace, only those training or failed, with more columns
+  kubectl trainjob list -A --stage Training,Failed -o wide
+
+  # Watch them change (rows are appended, as kubectl get -w does)
+  kubectl trainjob list -w
+
+  # Names only, for scripts
+  kubectl trainjob list -l team=nlp -o name`
+
+// ListOptions are the flags and resolved inputs of `list`.
+type ListOptions struct {
+	Streams    cmdutil.Streams
+	PrintFlags *genericclioptions.PrintFlags
+
+	AllNamespaces bool
+	LabelSelector string
+	FieldSelector string
+	Stages        []string
+	NoHeaders     bool
+	Watch         bool
+	ChunkSize     int64
+
+	// Clock gives "now" for AGE; tests pin it.
+	Clock     clock.PassiveClock
+	Namespace string
+	Client    client.WithWatch
+
+	stages  map[stage.Stage]bool
+	printer cliprinters.ResourcePrinter // nil: the table
+	wide    bool
+}
+
+// NewListOptions returns options writing to streams.
+func NewListOptions(streams cmdutil.Streams) *ListOptions {
+	return &ListOptions{
+		Streams:    streams,
+		PrintFlags: genericclioptions.NewPrintFlags("").WithTypeSetter(scheme.New()),
+		ChunkSize:  500,
+		Clock:      clock.RealClock{},
+	}
+}
+
+// NewCmdList is `kubectl trainjob list`.
+func NewCmdList(f *cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
+	return NewCmdListWithOptions(f, NewListOptions(streams))
+}
+
+// NewCmdListWithOptions is `kubectl trainjob list` with preset options (a pinned clock in tests).
+func NewCmdListWithOptions(f *cmdutil.Factory, o *ListOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "list",
+		Aliases: []string{"ls", "get"},
+		Short:   "List TrainJobs with their stage, runtime, nodes, GPUs and progress",
+		Long: `List TrainJobs as kubectl get does, with the stage each one is in (Pending, Suspended,
+Initializing, Training, Complete, Failed), its runtime, its number of nodes and of GPUs, and its
+progress when the trainer reports one.
+
+NODES is spec.trainer.numNodes, else the runtime's mlPolicy.numNodes when the runtime can be read.
+GPUS is NODES times the GPUs per node of spec.trainer.resourcesPerNode, else of the runtime's
+trainer container. A dash means unknown.`,
+		Example: example,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return fmt.Errorf("list takes no TrainJob names: see one with `kubectl trainjob status %s`, or filter with --field-selector metadata.name=%s", args[0], args[0])
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.Complete(f, cmd); err != nil {
+				return err
+			}
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	o.PrintFlags.AddFlags(cmd)
+	cmd.Flags().Lookup("output").Usage = "Output format: wide, " + strings.Join(o.PrintFlags.AllowedFormats(), ", ") + ". Default: a table."
+	cmd.Flags().BoolVarP(&o.AllNamespaces, "all-namespaces", "A", o.AllNamespaces, "List TrainJobs of every namespace.")
+	cmd.Flags().StringVarP(&o.LabelSelector, "selector", "l", o.LabelSelector, "Label selector (e.g. -l team=nlp,tier!=dev).")
+	cmd.Flags().StringVar(&o.FieldSelector, "field-selector", o.FieldSelector, "Field selector (TrainJobs support metadata.name and metadata.namespace).")
+	cmd.Flags().StringSliceVar(&o.Stages, "stage", o.Stages, "Only TrainJobs in these stages: "+stageNames()+" (repeat or comma-separate).")
+	cmd.Flags().BoolVar(&o.NoHeaders, "no-headers", o.NoHeaders, "Print the table without its header.")
+	cmd.Flags().BoolVarP(&o.Watch, "watch", "w", o.Watch, "After listing, watch for changes and append a row for each.")
+	cmd.Flags().Int64Var(&o.ChunkSize, "chunk-size", o.ChunkSize, "Read the list in pages of this many TrainJobs (0: all at once).")
+	_ = cmd.RegisterFlagCompletionFunc("stage", cobra.FixedCompletions(StageNames(), cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(append([]string{"wide"}, o.PrintFlags.AllowedFormats()...), cobra.ShellCompDirectiveNoFileComp))
+	return cmd
+}
+
+// StageNames are the names of the stages, in pipeline order.
+func StageNames() []string {
+	var names []string
+	for _, s := range stage.All {
+		names = append(names, string(s))
+	}
+	return names
+}
+
+func stageNames() string { return strings.Join(StageNames(), ", ") }
+
+// Complete resolves the namespace, the client and the printer.
+func (o *ListOptions) Complete(f *cmdutil.Factory, _ *cobra.Command) error {
+	var err error
+	if o.Namespace, o.Client, err = NamespaceAndClient(f, o.Client); err != nil {
+		return err
+	}
+	if o.AllNamespaces {
+		o.Namespace = ""
+	}
+	o.stages = map[stage.Stage]bool{}
+	for _, name := range o.Stages {
+		st, ok := ParseStage(name)
+		if !ok {
+			return fmt.Errorf("unknown stage %q: use one of %s", name, stageNames())
+		}
+		o.stages[st] = true
+	}
+	switch format := ptr.Deref(o.PrintFlags.OutputFormat, ""); format {
+	case "", "wide":
+		o.wide = format == "wide"
+	default:
+		if o.printer, err = o.PrintFlags.ToPrinter(); err != nil {
+			return fmt.Errorf("%w (or wide)", err)
+		}
+	}
+	return nil
+}
+
+// ParseStage reads a stage name, in any case.
+func ParseStage(name string) (stage.Stage, bool) {
+	for _, s := range stage.All {
+		if strings.EqualFold(name, string(s)) {
+			return s, true
+		}
+	}
+	return "", false
+}
+
+// Validate checks the selectors and the page size before anything is read.
+func (o *ListOptions) Validate() error {
+	if _, err := labels.Parse(o.LabelSelector); err != nil {
+		return fmt.Errorf("invalid label selector %q: %w", o.LabelSelector, err)
+	}
+	if _, err := fields.ParseSelector(o.FieldSelector); err != nil {
+		return fmt.Errorf("invalid field selector %q: %w", o.FieldSelector, err)
+	}
+	if o.ChunkSize < 0 {
+		return fmt.Errorf("--chunk-size must be 0 or more, not %d", o.ChunkSize)
+	}
+	return nil
+}
+
+// Run lists, prints, and with -w watches.
+func (o *ListOptions) Run(ctx context.Context) error {
+	items, resourceVersion, err := o.list(ctx)
+	if err != nil {
+		return err
+	}
+	items = slices.DeleteFunc(items, func(tj trainer.TrainJob) bool { return !o.keep(&tj) })
+	w := cliprinters.GetNewTabWriter(o.Streams.Out)
+	var table cliprinters.ResourcePrinter
+	if o.printer == nil {
+		table = cliprinters.NewTablePrinter(cliprinters.PrintOptions{NoHeaders: o.NoHeaders, Wide: o.wide, WithNamespace: o.AllNamespaces})
+	}
+	nodes := &runtimeDefaults{c: o.Client, cache: map[string]defaults{}}
+	if len(items) == 0 {
+		o.noneFound()
+	} else if err := o.print(ctx, w, table, nodes, items, true); err != nil {
+		return err
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if !o.Watch {
+		return nil
+	}
+	return o.watch(ctx, w, table, nodes, resourceVersion)
+}
+
+// noneFound says so on stderr, as kubectl does.
+func (o *ListOptions) noneFound() {
+	if o.AllNamespaces {
+		fmt.Fprintln(o.Streams.ErrOut, "No resources found")
+		return
+	}
+	fmt.Fprintf(o.Streams.ErrOut, "No resources found in %s namespace.\n", o.Namespace)
+}
+
+func (o *ListOptions) keep(tj *trainer.TrainJob) bool {
+	return len(o.stages) == 0 || o.stages[stage.Of(tj)]
+}
+
+func (o *ListOptions) listOptions() []client.ListOption {
+	opts := []client.ListOption{}
+	if o.Namespace != "" {
+		opts = append(opts, client.InNamespace(o.Namespace))
+	}
+	if o.LabelSelector != "" {
+		sel, _ := labels.Parse(o.LabelSelector)
+		opts = append(opts, client.MatchingLabelsSelector{Selector: sel})
+	}
+	if o.FieldSelector != "" {
+		sel, _ := fields.ParseSelector(o.FieldSelector)
+		opts = append(opts, client.MatchingFieldsSelector{Selector: sel})
+	}
+	return opts
+}
+
+// list reads every page and returns the items and the list's resourceVersion (where a watch starts).
+func (o *ListOptions) list(ctx context.Context) ([]trainer.TrainJob, string, error) {
+	var items []trainer.TrainJob
+	cont := ""
+	for {
+		opts := o.listOptions()
+		if o.ChunkSize > 0 {
+			opts = append(opts, client.Limit(o.ChunkSize), client.Continue(cont))
+		}
+		l := &trainer.TrainJobList{}
+		if err := o.Client.List(ctx, l, opts...); err != nil {
+			return nil, "", o.describeListError(err)
+		}
+		items = append(items, l.Items...)
+		if cont = l.Continue; cont == "" {
+			return items, l.ResourceVersion, nil
+		}
+	}
+}
+
+func (o *ListOptions) describeListError(err error) error {
+	if o.FieldSelector != "" && apierrors.IsBadRequest(err) {
+		return fmt.Errorf("%s (TrainJobs can be selected by metadata.name and metadata.namespace; use --stage for stages, -l for labels)", apiMessage(err))
+	}
+	if o.AllNamespaces && apierrors.IsForbidden(err) {
+		return fmt.Errorf("%s (-A needs the right to list TrainJobs in every namespace: drop -A to list one)", apiMessage(err))
+	}
+	return DescribeError(err, o.Namespace, "")
+}
+
+// print writes items: each through the -o printer, or as rows of one table.
+func (o *ListOptions) print(ctx context.Context, w *tabwriter.Writer, table cliprinters.ResourcePrinter, nodes *runtimeDefaults, items []trainer.TrainJob, asList bool) error {
+	if o.printer != nil {
+		if asList && !o.namePrinter() {
+			l := &corev1.List{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "List"}}
+			for i := range items {
+				items[i].SetGroupVersionKind(trainer.GroupVersion.WithKind(trainer.TrainJobKind))
+				l.Items = append(l.Items, runtime.RawExtension{Object: &items[i]})
+			}
+			return o.printer.PrintObj(l, o.Streams.Out)
+		}
+		for i := range items {
+			if err := o.printer.PrintObj(&items[i], o.Streams.Out); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return table.PrintObj(o.table(ctx, nodes, items), w)
+}
+
+func (o *ListOptions) namePrinter() bool { return ptr.Deref(o.PrintFlags.OutputFormat, "") == "name" }
+
+// Columns of the table. PROGRESS is shown only when some TrainJob reports progress.
+var columns = []metav1.TableColumnDefinition{
+	{Name: "Name", Type: "string", Format: "name"},
+	{Name: "Stage", Type: "string", Description: "Where the TrainJob is in its pipeline"},
+	{Name: "Runtime", Type: "string"},
+	{Name: "Nodes", Type: "string"},
+	{Name: "GPUs", Type: "string"},
+	{Name: "Progress", Type: "string"},
+	{Name: "Age", Type: "string"},
+	{Name: "Reason", Type: "string", Priority: 1},
+	{Name: "ETA", Type: "string", Priority: 1},
+	{Name: "Duration", Type: "string", Priority: 1},
+}
+
+const progressColumn = 5
+
+func (o *ListOptions) table(ctx context.Context, nodes *runtimeDefaults, items []trainer.TrainJob) *metav1.Table {
+	now := o.Clock.Now()
+	progress := slices.ContainsFunc(items, func(tj trainer.TrainJob) bool { return tj.Status.TrainerStatus != nil })
+	t := &metav1.Table{ColumnDefinitions: slices.Clone(columns)}
+	if !progress && !o.Watch {
+		t.ColumnDefinitions = slices.Delete(t.ColumnDefinitions, progressColumn, progressColumn+1)
+	}
+	for i := range items {
+		tj := &items[i]
+		n, gpus := nodes.of(ctx, tj)
+		cells := []any{tj.Name, string(stage.Of(tj)), tj.Spec.RuntimeRef.Name, n, gpus, progressOf(tj),
+			printers.Age(tj.CreationTimestamp, now), reasonOf(tj), etaOf(tj), durationOf(tj, now)}
+		if !progress && !o.Watch {
+			cells = slices.Delete(cells, progressColumn, progressColumn+1)
+		}
+		t.Rows = append(t.Rows, metav1.TableRow{Cells: cells, Object: runtime.RawExtension{Object: tj}})
+	}
+	return t
+}
+
+func progressOf(tj *trainer.TrainJob) string {
+	if ts := tj.Status.TrainerStatus; ts != nil && ts.ProgressPercentage != nil {
+		return strconv.Itoa(int(*ts.ProgressPercentage)) + "%"
+	}
+	return printers.None
+}
+
+func etaOf(tj *trainer.TrainJob) string {
+	if ts := tj.Status.TrainerStatus; ts != nil && ts.EstimatedRemainingSeconds != nil && !stage.Of(tj).Terminal() {
+		return printers.Duration(time.Duration(*ts.EstimatedRemainingSeconds) * time.Second)
+	}
+	return printers.None
+}
+
+// reasonOf is the reason of the condition that puts the TrainJob in its stage, if any.
+func reasonOf(tj *trainer.TrainJob) string {
+	st := stage.Of(tj)
+	for _, c := range tj.Status.Conditions {
+		if c.Status == metav1.ConditionTrue && c.Type == string(st) {
+			return c.Reason
+		}
+	}
+	return printers.None
+}
+
+// durationOf is how long the TrainJob has run: from creation until it ended, or until now.
+func durationOf(tj *trainer.TrainJob, now time.Time) string {
+	end := now
+	for _, c := range tj.Status.Conditions {
+		if c.Status == metav1.ConditionTrue && (c.Type == trainer.TrainJobComplete || c.Type == trainer.TrainJobFailed) {
+			end = c.LastTransitionTime.Time
+		}
+	}
+	return printers.Duration(end.Sub(tj.CreationTimestamp.Time))
+}
+
+// watch appends a row (or a document) for every change after resourceVersion, until interrupted.
+func (o *ListOptions) watch(ctx context.Context, w *tabwriter.Writer, table cliprinters.ResourcePrinter, nodes *runtimeDefaults, resourceVersion string) error {
+	lw := &cache.ListWatch{WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+		lo := o.listOptions()
+		lo = append(lo, &client.ListOptions{Raw: &opts})
+		return o.Client.Watch(ctx, &trainer.TrainJobList{}, lo...)
+	}}
+	rw, err := watchtools.NewRetryWatcherWithContext(ctx, resourceVersion, lw)
+	if err != nil {
+		return err
+	}
+	defer rw.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-rw.Done():
+			return errors.New("the watch ended: the list changed too much while it was read; run the command again")
+		case ev, ok := <-rw.ResultChan():
+			if !ok {
+				return nil
+			}
+			if ev.Type == watch.Error {
+				return fmt.Errorf("watch: %v", ev.Object)
+			}
+			tj, ok := ev.Object.(*trainer.TrainJob)
+			if !ok || !o.keep(tj) {
+				continue
+			}
+			if err := o.print(ctx, w, table, nodes, []trainer.TrainJob{*tj}, false); err != nil {
+				return err
+			}
+			if err := w.Flush(); err != nil {
+				return err
+			}
+		}
+	}
+}
