@@ -15,19 +15,18 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	volcanov1beta1 "volcano.sh/apis/pkg/apis/scheduling/v1beta1"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline/podgroup"
 )
 
 // Name is the plugin's name in the registry.
@@ -136,7 +135,7 @@ func (v *Volcano) Build(ctx context.Context, info *pipeline.RuntimeInfo, trainJo
 			return nil, err
 		}
 	}
-	minMember, minResources := gangSize(info)
+	minMember, minResources := podgroup.GangSize(info)
 	pg := &volcanov1beta1.PodGroup{
 		TypeMeta: metav1.TypeMeta{APIVersion: volcanov1beta1.SchemeGroupVersion.String(), Kind: "PodGroup"},
 		ObjectMeta: metav1.ObjectMeta{
@@ -170,26 +169,6 @@ func (v *Volcano) podGroupExists(ctx context.Context, trainJob *trainer.TrainJob
 	return true, nil
 }
 
-// gangSize is how many pods the TrainJob runs, initializers included, and
-// what they request together.
-func gangSize(info *pipeline.RuntimeInfo) (int32, corev1.ResourceList) {
-	var members int32
-	total := corev1.ResourceList{}
-	for _, ps := range info.PodSets {
-		members += ps.Count
-		for name, perPod := range ps.SinglePodRequests {
-			// Mul changes a quantity in place, and perPod may share its
-			// digits with the pod set's.
-			all := perPod.DeepCopy()
-			all.Mul(int64(ps.Count))
-			sum := total[name]
-			sum.Add(all)
-			total[name] = sum
-		}
-	}
-	return members, total
-}
-
 // ReconcilerBuilders watch the PodGroups the TrainJobs own, and LimitRanges
 // and RuntimeClasses, which change what a suspended TrainJob's pods request.
 // Without the PodGroup CRD there is nothing to watch.
@@ -207,86 +186,10 @@ func (v *Volcano) ReconcilerBuilders() []pipeline.ReconcilerBuilder {
 			return b.Owns(&volcanov1beta1.PodGroup{})
 		},
 		func(b *builder.Builder, cl client.Client, _ cache.Cache) *builder.Builder {
-			return b.Watches(&corev1.LimitRange{}, handler.EnqueueRequestsFromMapFunc(suspendedTrainJobsInNamespace(cl)))
+			return b.Watches(&corev1.LimitRange{}, handler.EnqueueRequestsFromMapFunc(podgroup.SuspendedTrainJobsInNamespace(cl)))
 		},
 		func(b *builder.Builder, cl client.Client, _ cache.Cache) *builder.Builder {
-			return b.Watches(&nodev1.RuntimeClass{}, handler.EnqueueRequestsFromMapFunc(suspendedTrainJobsUsingRuntimeClass(cl)))
+			return b.Watches(&nodev1.RuntimeClass{}, handler.EnqueueRequestsFromMapFunc(podgroup.SuspendedTrainJobsUsingRuntimeClass(cl)))
 		},
 	}
-}
-
-// suspendedTrainJobsInNamespace requeues the suspended TrainJobs of a
-// LimitRange's namespace.
-func suspendedTrainJobsInNamespace(c client.Client) handler.MapFunc {
-	return func(ctx context.Context, limitRange client.Object) []reconcile.Request {
-		var tjs trainer.TrainJobList
-		if err := c.List(ctx, &tjs, client.InNamespace(limitRange.GetNamespace())); err != nil {
-			ctrl.LoggerFrom(ctx).Error(err, "Listing TrainJobs to requeue", "limitRange", klog.KObj(limitRange))
-			return nil
-		}
-		return suspended(tjs.Items, func(*trainer.TrainJob) bool { return true })
-	}
-}
-
-// runtimeKey names a TrainingRuntime (kind, namespace, name) or a
-// ClusterTrainingRuntime (kind, "", name).
-type runtimeKey struct{ kind, namespace, name string }
-
-// suspendedTrainJobsUsingRuntimeClass requeues the suspended TrainJobs whose
-// runtime runs pods with a RuntimeClass.
-func suspendedTrainJobsUsingRuntimeClass(c client.Client) handler.MapFunc {
-	return func(ctx context.Context, runtimeClass client.Object) []reconcile.Request {
-		log := ctrl.LoggerFrom(ctx).WithValues("runtimeClass", klog.KObj(runtimeClass))
-		var trs trainer.TrainingRuntimeList
-		var ctrs trainer.ClusterTrainingRuntimeList
-		var tjs trainer.TrainJobList
-		for _, l := range []client.ObjectList{&trs, &ctrs, &tjs} {
-			if err := c.List(ctx, l); err != nil {
-				log.Error(err, "Listing runtimes and TrainJobs to requeue")
-				return nil
-			}
-		}
-		users := map[runtimeKey]bool{}
-		for _, r := range trs.Items {
-			if usesRuntimeClass(&r.Spec, runtimeClass.GetName()) {
-				users[runtimeKey{trainer.TrainingRuntimeKind, r.Namespace, r.Name}] = true
-			}
-		}
-		for _, r := range ctrs.Items {
-			if usesRuntimeClass(&r.Spec, runtimeClass.GetName()) {
-				users[runtimeKey{trainer.ClusterTrainingRuntimeKind, "", r.Name}] = true
-			}
-		}
-		if len(users) == 0 {
-			return nil
-		}
-		return suspended(tjs.Items, func(tj *trainer.TrainJob) bool {
-			gk := pipeline.RuntimeRefGroupKind(tj)
-			key := runtimeKey{gk.Kind, "", tj.Spec.RuntimeRef.Name}
-			if gk.Kind == trainer.TrainingRuntimeKind {
-				key.namespace = tj.Namespace
-			}
-			return gk.Group == trainer.GroupVersion.Group && users[key]
-		})
-	}
-}
-
-func usesRuntimeClass(spec *trainer.TrainingRuntimeSpec, name string) bool {
-	for _, rj := range spec.Template.Spec.ReplicatedJobs {
-		if ptr.Deref(rj.Template.Spec.Template.Spec.RuntimeClassName, "") == name {
-			return true
-		}
-	}
-	return false
-}
-
-// suspended returns a request for every suspended TrainJob that match accepts.
-func suspended(tjs []trainer.TrainJob, match func(*trainer.TrainJob) bool) []reconcile.Request {
-	var reqs []reconcile.Request
-	for k := range tjs {
-		if ptr.Deref(tjs[k].Spec.Suspend, false) && match(&tjs[k]) {
-			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&tjs[k])})
-		}
-	}
-	return reqs
 }

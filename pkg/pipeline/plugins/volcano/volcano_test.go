@@ -6,20 +6,15 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
-	corev1 "k8s.io/api/core/v1"
-	nodev1 "k8s.io/api/node/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	"k8s.io/apimachinery/pkg/api/meta/testrestmapper"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	volcanov1beta1 "volcano.sh/apis/pkg/apis/scheduling/v1beta1"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
@@ -389,54 +384,6 @@ func TestReconcilerBuilders(t *testing.T) {
 			}
 			if got := len(p.(*Volcano).ReconcilerBuilders()); got != tc.want {
 				t.Errorf("ReconcilerBuilders() has %d builders, want %d", got, tc.want)
-			}
-		})
-	}
-}
-
-func TestRequeueSuspendedTrainJobs(t *testing.T) {
-	rt := pipelinetest.Runtime(t, `
-kind: TrainingRuntime
-metadata: {name: kata-runtime, namespace: team-a}
-spec:
-  template:
-    spec:
-      replicatedJobs:
-      - name: node
-        template: {spec: {template: {spec: {runtimeClassName: kata, containers: [{name: node, image: app:v1}]}}}}`)
-	trainJob := func(namespace, name string, suspend bool) client.Object {
-		return pipelinetest.TrainJob(t, `
-metadata: {name: `+name+`, namespace: `+namespace+`}
-spec:
-  runtimeRef: {name: kata-runtime, kind: TrainingRuntime}
-  suspend: `+map[bool]string{true: "true", false: "false"}[suspend])
-	}
-	c := fake.NewClientBuilder().WithScheme(testScheme(t, true)).WithObjects(
-		rt.Object,
-		trainJob("team-a", "suspended", true),
-		trainJob("team-a", "running", false),
-		trainJob("team-b", "other-namespace", true),
-	).Build()
-	want := []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: "team-a", Name: "suspended"}}}
-
-	cases := map[string]struct {
-		requeue func(context.Context, client.Object) []reconcile.Request
-		event   client.Object
-	}{
-		"LimitRange requeues the suspended TrainJobs of its namespace": {
-			requeue: suspendedTrainJobsInNamespace(c),
-			event:   &corev1.LimitRange{ObjectMeta: metav1.ObjectMeta{Name: "limits", Namespace: "team-a"}},
-		},
-		"RuntimeClass requeues the suspended TrainJobs whose runtime uses it": {
-			requeue: suspendedTrainJobsUsingRuntimeClass(c),
-			event:   &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "kata"}},
-		},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			got := tc.requeue(context.Background(), tc.event)
-			if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
-				t.Errorf("requests (-want +got):\n%s", diff)
 			}
 		})
 	}
