@@ -32,6 +32,28 @@ type RuntimeInfo struct {
 
 	// PodSets are index-aligned with Template.ReplicatedJobs.
 	PodSets []PodSet
+
+	// RuntimeJobs are the runtime's own replicated jobs, before any
+	// runtimePatch: what a patch may target. Recorded only when the TrainJob
+	// has runtimePatches (a patch can otherwise add jobs and containers).
+	RuntimeJobs []RuntimeJob
+}
+
+// RuntimeJob names a replicated job of the runtime and its containers.
+type RuntimeJob struct {
+	Name           string
+	Containers     []string
+	InitContainers []string
+}
+
+// RuntimeJob returns the runtime's replicated job named name, or nil.
+func (i *RuntimeInfo) RuntimeJob(name string) *RuntimeJob {
+	for k := range i.RuntimeJobs {
+		if i.RuntimeJobs[k].Name == name {
+			return &i.RuntimeJobs[k]
+		}
+	}
+	return nil
 }
 
 // RuntimePolicy is the runtime's ML and PodGroup policy.

@@ -67,6 +67,9 @@ func NewRuntimeInfo(tj *trainer.TrainJob, rt *Runtime) (*RuntimeInfo, error) {
 	if spec.PodGroupPolicy != nil {
 		info.RuntimePolicy.PodGroupPolicy = spec.PodGroupPolicy.DeepCopy()
 	}
+	if len(tj.Spec.RuntimePatches) > 0 {
+		info.RuntimeJobs = runtimeJobs(info.Template)
+	}
 	for k, p := range tj.Spec.RuntimePatches {
 		if p.TrainingRuntimeSpec == nil || p.TrainingRuntimeSpec.Template == nil {
 			continue
@@ -108,6 +111,23 @@ func NewRuntimeInfo(tj *trainer.TrainJob, rt *Runtime) (*RuntimeInfo, error) {
 		info.PodSets[k].SinglePodRequests = PodRequests(&info.PodSets[k].Template.Spec)
 	}
 	return info, nil
+}
+
+func runtimeJobs(spec *jobsetv1alpha2.JobSetSpec) []RuntimeJob {
+	out := make([]RuntimeJob, len(spec.ReplicatedJobs))
+	for k, rj := range spec.ReplicatedJobs {
+		pod := &rj.Template.Spec.Template.Spec
+		out[k] = RuntimeJob{Name: rj.Name, Containers: containerNames(pod.Containers), InitContainers: containerNames(pod.InitContainers)}
+	}
+	return out
+}
+
+func containerNames(cs []corev1.Container) []string {
+	names := make([]string, len(cs))
+	for k, c := range cs {
+		names[k] = c.Name
+	}
+	return names
 }
 
 // PodRequests are the effective resource requests of one pod of a spec. A

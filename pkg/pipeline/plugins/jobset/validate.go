@@ -2,14 +2,12 @@ package jobset
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
@@ -77,30 +75,15 @@ func validateInitializer(info *pipeline.RuntimeInfo, trainJob *trainer.TrainJob,
 	return nil
 }
 
-// validateRuntimePatches checks each patch's manager and that it targets
-// only replicated jobs and containers of the runtime.
-//
-// info is built from the template with the patches already applied, and a
-// strategic merge patch adds the list entries it names but does not find:
-// a patch naming a job or container the runtime lacks has created it. Such
-// an entry is recognised because it holds exactly what the patches alone
-// produce (patches cannot set an image, a command, replicas, ...), whereas
-// an entry of the runtime holds the runtime's own fields as well.
+// validateRuntimePatches checks each patch's manager and that every
+// replicated job and (init) container it names is the runtime's own — the
+// RuntimeInfo records them before the patches are merged, since merging
+// would create what a patch names — and that it sets no env on the
+// containers whose env the TrainJob owns.
 func validateRuntimePatches(info *pipeline.RuntimeInfo, trainJob *trainer.TrainJob) field.ErrorList {
 	var errs field.ErrorList
 	for i, p := range trainJob.Spec.RuntimePatches {
 		errs = append(errs, validation.IsDomainPrefixedPath(runtimePatchesPath.Index(i).Child("manager"), p.Manager)...)
-	}
-	alone, err := patchesAlone(trainJob.Spec.RuntimePatches)
-	if err != nil {
-		return append(errs, field.Invalid(runtimePatchesPath, trainJob.Spec.RuntimePatches, err.Error()))
-	}
-	var resourcesPerNode *corev1.ResourceRequirements
-	if trainJob.Spec.Trainer != nil {
-		resourcesPerNode = trainJob.Spec.Trainer.ResourcesPerNode
-	}
-
-	for i, p := range trainJob.Spec.RuntimePatches {
 		spec := jobSetSpecPatch(p)
 		if spec == nil {
 			continue
@@ -108,9 +91,8 @@ func validateRuntimePatches(info *pipeline.RuntimeInfo, trainJob *trainer.TrainJ
 		jobsPath := runtimePatchesPath.Index(i).Child("trainingRuntimeSpec", "template", "spec", "replicatedJobs")
 		for k, rjp := range spec.ReplicatedJobs {
 			jobPath := jobsPath.Index(k)
-			got := findJob(info.Template.ReplicatedJobs, rjp.Name)
-			patched := findJob(alone.ReplicatedJobs, rjp.Name)
-			if got == nil || jobFromPatchesOnly(got, patched, resourcesPerNode) {
+			rj := info.RuntimeJob(rjp.Name)
+			if rj == nil {
 				errs = append(errs, field.Invalid(jobPath.Child("name"), rjp.Name,
 					"must not have replicated job that doesn't exist in the runtime job template"))
 				continue
@@ -120,12 +102,8 @@ func validateRuntimePatches(info *pipeline.RuntimeInfo, trainJob *trainer.TrainJ
 			}
 			podPatch := rjp.Template.Spec.Template.Spec
 			podPath := jobPath.Child("template", "spec", "template", "spec")
-			gotPod, patchedPod := &got.Template.Spec.Template.Spec, &corev1.PodSpec{}
-			if patched != nil {
-				patchedPod = &patched.Template.Spec.Template.Spec
-			}
 			for c, cp := range podPatch.InitContainers {
-				if !inRuntime(gotPod.InitContainers, patchedPod.InitContainers, cp.Name, resourcesPerNode) {
+				if !slices.Contains(rj.InitContainers, cp.Name) {
 					errs = append(errs, field.Invalid(podPath.Child("initContainers").Index(c).Child("name"), cp.Name,
 						fmt.Sprintf("must not have initContainer that doesn't exist in the runtime job %s", rjp.Name)))
 				}
@@ -133,7 +111,7 @@ func validateRuntimePatches(info *pipeline.RuntimeInfo, trainJob *trainer.TrainJ
 			for c, cp := range podPatch.Containers {
 				cPath := podPath.Child("containers").Index(c)
 				switch {
-				case !inRuntime(gotPod.Containers, patchedPod.Containers, cp.Name, resourcesPerNode):
+				case !slices.Contains(rj.Containers, cp.Name):
 					errs = append(errs, field.Invalid(cPath.Child("name"), cp.Name,
 						fmt.Sprintf("must not have container that doesn't exist in the runtime job %s", rjp.Name)))
 				case len(cp.Env) > 0 && slices.Contains(reservedEnvContainers, cp.Name):
@@ -151,84 +129,6 @@ func jobSetSpecPatch(p trainer.RuntimePatch) *trainer.JobSetSpecPatch {
 		return nil
 	}
 	return p.TrainingRuntimeSpec.Template.Spec
-}
-
-// patchesAlone is what the patches make of a template without replicated
-// jobs, merged the way the framework merges them into the runtime template.
-func patchesAlone(patches []trainer.RuntimePatch) (*jobsetv1alpha2.JobSetSpec, error) {
-	doc := []byte(`{"replicatedJobs":[]}`)
-	for _, p := range patches {
-		spec := jobSetSpecPatch(p)
-		if spec == nil {
-			continue
-		}
-		patch, err := json.Marshal(spec)
-		if err != nil {
-			return nil, err
-		}
-		if doc, err = strategicpatch.StrategicMergePatch(doc, patch, jobsetv1alpha2.JobSetSpec{}); err != nil {
-			return nil, err
-		}
-	}
-	out := &jobsetv1alpha2.JobSetSpec{}
-	return out, json.Unmarshal(doc, out)
-}
-
-func findJob(rjs []jobsetv1alpha2.ReplicatedJob, name string) *jobsetv1alpha2.ReplicatedJob {
-	for k := range rjs {
-		if rjs[k].Name == name {
-			return &rjs[k]
-		}
-	}
-	return nil
-}
-
-// jobFromPatchesOnly reports whether a replicated job holds nothing but what
-// the patches put there. Its `node` container may also have received the
-// TrainJob's resourcesPerNode while the RuntimeInfo was built.
-func jobFromPatchesOnly(got, patched *jobsetv1alpha2.ReplicatedJob, resourcesPerNode *corev1.ResourceRequirements) bool {
-	if patched == nil {
-		return false
-	}
-	if equality.Semantic.DeepEqual(got, patched) {
-		return true
-	}
-	if resourcesPerNode == nil {
-		return false
-	}
-	withResources := patched.DeepCopy()
-	c := findContainer(withResources.Template.Spec.Template.Spec.Containers, trainer.Node)
-	if c == nil {
-		return false
-	}
-	c.Resources = *resourcesPerNode
-	return equality.Semantic.DeepEqual(got, withResources)
-}
-
-// inRuntime reports whether the container named name is one of the
-// runtime's, rather than one the patches created.
-func inRuntime(got, patched []corev1.Container, name string, resourcesPerNode *corev1.ResourceRequirements) bool {
-	g := findContainer(got, name)
-	if g == nil {
-		return false
-	}
-	p := findContainer(patched, name)
-	return p == nil || !fromPatchesOnly(g, p, resourcesPerNode)
-}
-
-// fromPatchesOnly reports whether a container holds nothing but what the
-// patches put there. The trainer's `node` container may also have received
-// the TrainJob's resourcesPerNode while the RuntimeInfo was built.
-func fromPatchesOnly(got, patched *corev1.Container, resourcesPerNode *corev1.ResourceRequirements) bool {
-	if equality.Semantic.DeepEqual(got, patched) {
-		return true
-	}
-	if resourcesPerNode == nil || got.Name != trainer.Node {
-		return false
-	}
-	withResources := patched.DeepCopy()
-	withResources.Resources = *resourcesPerNode
-	return equality.Semantic.DeepEqual(got, withResources)
 }
 
 // validateRuntimePatchesUpdate allows changing runtimePatches only when the
