@@ -5,8 +5,11 @@ import (
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline/plugins"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/describe"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/lifecycle"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/list"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/render"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/status"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/wait"
 )
 
 // commands are the subcommands of the binary, in help order.
@@ -15,4 +18,9 @@ var commands = []plugin.CommandAdder{
 	render.NewCmd,
 	operator.NewCommand(plugins.NewRegistry()),
 	list.NewCmdList,
+	status.NewCmdStatus,
+	wait.NewCmdWait,
+	lifecycle.NewCmdSuspend,
+	lifecycle.NewCmdResume,
+	lifecycle.NewCmdDelete,
 }

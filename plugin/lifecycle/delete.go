@@ -1,0 +1,341 @@
+package lifecycle
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/stage"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/completion"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/list"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/printers"
+)
+
+const deleteExample = `  # Delete a TrainJob and everything it owns, after a prompt that lists them
+  kubectl trainjob delete llama-ft
+
+  # Delete every finished TrainJob of a team without a prompt
+  kubectl trainjob delete -l team=nlp -y
+
+  # Wait until the pods are gone too
+  kubectl trainjob delete llama-ft -y --cascade=foreground`
+
+// pollInterval is how often --wait looks whether the TrainJobs are gone.
+const pollInterval = 250 * time.Millisecond
+
+// DeleteOptions are the flags and resolved inputs of `delete`.
+type DeleteOptions struct {
+	Streams cmdutil.Streams
+
+	Names          []string
+	All            bool
+	LabelSelector  string
+	Yes            bool
+	IgnoreNotFound bool
+	Cascade        string
+	Wait           bool
+	Timeout        time.Duration
+
+	// StdinIsTerminal tells whether the prompt can be answered; tests set it.
+	StdinIsTerminal func() bool
+	Namespace       string
+	Client          client.WithWatch
+
+	propagation metav1.DeletionPropagation
+}
+
+// NewDeleteOptions returns options reading the answer from streams.In.
+func NewDeleteOptions(streams cmdutil.Streams) *DeleteOptions {
+	return &DeleteOptions{
+		Streams:         streams,
+		Cascade:         "background",
+		Wait:            true,
+		StdinIsTerminal: func() bool { return printers.IsTerminal(streams.In) },
+	}
+}
+
+// NewCmdDelete is `kubectl trainjob delete`.
+func NewCmdDelete(f *cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
+	return NewCmdDeleteWithOptions(f, NewDeleteOptions(streams))
+}
+
+// NewCmdDeleteWithOptions is `kubectl trainjob delete` with preset options (a terminal in tests).
+func NewCmdDeleteWithOptions(f *cmdutil.Factory, o *DeleteOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "delete (NAME... | --all | -l SELECTOR)",
+		Short: "Delete TrainJobs and everything they own",
+		Long: `Delete TrainJobs. Unless -y is given, it first lists what each one owns (its JobSet, Jobs and
+pods, and the ConfigMaps, Secrets and PodGroups the controller made for it) and asks. Without a
+terminal to ask on, it refuses unless -y is given.
+
+--cascade=background (the default, as in kubectl) deletes the TrainJob at once and leaves its
+children to the garbage collector; foreground deletes the children first and the TrainJob last,
+so --wait returns once the pods are gone; orphan leaves the children.`,
+		Example:           deleteExample,
+		ValidArgsFunction: completion.TrainJobNames(f),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.Complete(f, args); err != nil {
+				return err
+			}
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	cmd.Flags().BoolVar(&o.All, "all", o.All, "Delete every TrainJob of the namespace.")
+	cmd.Flags().StringVarP(&o.LabelSelector, "selector", "l", o.LabelSelector, "Delete the TrainJobs with these labels.")
+	cmd.Flags().BoolVarP(&o.Yes, "yes", "y", o.Yes, "Do not ask for confirmation.")
+	cmd.Flags().BoolVar(&o.IgnoreNotFound, "ignore-not-found", o.IgnoreNotFound, "Treat a TrainJob that does not exist as deleted.")
+	cmd.Flags().StringVar(&o.Cascade, "cascade", o.Cascade, "How children are deleted: background, foreground or orphan.")
+	cmd.Flags().BoolVar(&o.Wait, "wait", o.Wait, "Wait until the TrainJobs are gone (with --cascade=foreground: their children too).")
+	cmd.Flags().DurationVar(&o.Timeout, "timeout", o.Timeout, "With --wait, give up after this long (exit code 3); 0 waits as long as it takes.")
+	_ = cmd.RegisterFlagCompletionFunc("cascade", cobra.FixedCompletions([]string{"background", "foreground", "orphan"}, cobra.ShellCompDirectiveNoFileComp))
+	return cmd
+}
+
+// Complete resolves the namespace, the client and the propagation policy.
+func (o *DeleteOptions) Complete(f *cmdutil.Factory, args []string) error {
+	o.Names = args
+	switch o.Cascade {
+	case "background", "true":
+		o.propagation = metav1.DeletePropagationBackground
+	case "foreground":
+		o.propagation = metav1.DeletePropagationForeground
+	case "orphan", "false":
+		o.propagation = metav1.DeletePropagationOrphan
+	default:
+		return fmt.Errorf("invalid --cascade %q: use background, foreground or orphan", o.Cascade)
+	}
+	var err error
+	o.Namespace, o.Client, err = list.NamespaceAndClient(f, o.Client)
+	return err
+}
+
+// Validate requires exactly one way of choosing the TrainJobs.
+func (o *DeleteOptions) Validate() error {
+	ways := 0
+	for _, given := range []bool{len(o.Names) > 0, o.All, o.LabelSelector != ""} {
+		if given {
+			ways++
+		}
+	}
+	switch {
+	case ways == 0:
+		return errors.New("name the TrainJobs to delete, or pass --all or -l SELECTOR")
+	case ways > 1:
+		return errors.New("choose the TrainJobs one way: names, --all or -l SELECTOR")
+	case o.Timeout < 0:
+		return fmt.Errorf("--timeout must not be negative, not %s", o.Timeout)
+	}
+	if _, err := labels.Parse(o.LabelSelector); err != nil {
+		return fmt.Errorf("invalid label selector %q: %w", o.LabelSelector, err)
+	}
+	return nil
+}
+
+// Run finds the TrainJobs, asks, deletes them and waits until they are gone.
+func (o *DeleteOptions) Run(ctx context.Context) error {
+	targets, errs := o.targets(ctx)
+	if len(targets) == 0 {
+		if len(errs) == 0 && len(o.Names) == 0 {
+			fmt.Fprintf(o.Streams.ErrOut, "No resources found in %s namespace.\n", o.Namespace)
+		}
+		return errors.Join(errs...)
+	}
+	if !o.Yes {
+		ok, err := o.confirm(ctx, targets)
+		if err != nil || !ok {
+			return errors.Join(append(errs, err)...)
+		}
+	}
+	var deleted []trainer.TrainJob
+	for _, tj := range targets {
+		err := o.Client.Delete(ctx, &tj, client.PropagationPolicy(o.propagation))
+		switch {
+		case apierrors.IsNotFound(err) && o.IgnoreNotFound:
+		case err != nil:
+			errs = append(errs, list.DescribeError(err, o.Namespace, tj.Name))
+		default:
+			fmt.Fprintf(o.Streams.Out, "%s %q deleted\n", list.Resource, tj.Name)
+			deleted = append(deleted, tj)
+		}
+	}
+	if o.Wait && len(deleted) > 0 {
+		if err := o.waitGone(ctx, deleted); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// targets are the TrainJobs named, or selected by --all or -l.
+func (o *DeleteOptions) targets(ctx context.Context) ([]trainer.TrainJob, []error) {
+	if len(o.Names) == 0 {
+		l := &trainer.TrainJobList{}
+		sel, _ := labels.Parse(o.LabelSelector)
+		if err := o.Client.List(ctx, l, client.InNamespace(o.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+			return nil, []error{list.DescribeError(err, o.Namespace, "")}
+		}
+		return l.Items, nil
+	}
+	var out []trainer.TrainJob
+	var errs []error
+	for _, name := range o.Names {
+		tj, err := list.GetTrainJob(ctx, o.Client, o.Namespace, name)
+		switch {
+		case err == nil:
+			if !slices.ContainsFunc(out, func(t trainer.TrainJob) bool { return t.Name == name }) {
+				out = append(out, *tj)
+			}
+		case o.IgnoreNotFound && apierrors.IsNotFound(err):
+		default:
+			errs = append(errs, err)
+		}
+	}
+	return out, errs
+}
+
+// confirm lists what will go and asks on the terminal.
+func (o *DeleteOptions) confirm(ctx context.Context, targets []trainer.TrainJob) (bool, error) {
+	n := len(targets)
+	what := fmt.Sprintf("%d TrainJob%s", n, map[bool]string{true: "", false: "s"}[n == 1])
+	if !o.StdinIsTerminal() {
+		return false, fmt.Errorf("refusing to delete %s without confirmation: standard input is not a terminal; pass -y to delete without asking", what)
+	}
+	fmt.Fprintf(o.Streams.Out, "These TrainJobs in namespace %q will be deleted with what they own (--cascade=%s):\n", o.Namespace, o.Cascade)
+	var unreadable []string
+	for _, tj := range targets {
+		children, cannot := o.children(ctx, &tj)
+		for _, c := range cannot {
+			if !slices.Contains(unreadable, c) {
+				unreadable = append(unreadable, c)
+			}
+		}
+		owned := "nothing yet"
+		if len(children) > 0 {
+			owned = strings.Join(children, ", ")
+		}
+		fmt.Fprintf(o.Streams.Out, "  trainjob/%s (%s): %s\n", tj.Name, stage.Of(&tj), printers.Escape(owned))
+	}
+	if len(unreadable) > 0 {
+		fmt.Fprintf(o.Streams.Out, "  (not listed, no right to read them: %s)\n", strings.Join(unreadable, ", "))
+	}
+	fmt.Fprintf(o.Streams.Out, "Delete %s? [y/N]: ", what)
+	answer, err := bufio.NewReader(o.Streams.In).ReadString('\n')
+	if err != nil && answer == "" {
+		fmt.Fprintln(o.Streams.Out)
+		return false, errors.New("no answer: nothing deleted")
+	}
+	switch strings.ToLower(strings.TrimSpace(answer)) {
+	case "y", "yes":
+		return true, nil
+	}
+	fmt.Fprintln(o.Streams.Out, "Nothing deleted.")
+	return false, nil
+}
+
+// ownedKinds are the kinds a controller makes for a TrainJob besides the JobSet (spec §3.3), listed by
+// metadata only: a Secret's data is never read.
+var ownedKinds = []struct {
+	name string
+	gvk  schema.GroupVersionKind
+}{
+	{"configmap", corev1.SchemeGroupVersion.WithKind("ConfigMapList")},
+	{"secret", corev1.SchemeGroupVersion.WithKind("SecretList")},
+	{"podgroup", schema.GroupVersionKind{Group: "scheduling.x-k8s.io", Version: "v1alpha1", Kind: "PodGroupList"}},
+	{"podgroup.volcano", schema.GroupVersionKind{Group: "scheduling.volcano.sh", Version: "v1beta1", Kind: "PodGroupList"}},
+}
+
+// children describes what tj owns: "jobset/x, 2 jobs, 8 pods, configmap/x-runtime-snapshot", and the kinds
+// it had no right to read.
+func (o *DeleteOptions) children(ctx context.Context, tj *trainer.TrainJob) (found, unreadable []string) {
+	ns := client.InNamespace(tj.Namespace)
+	note := func(kind string, err error) bool {
+		if apierrors.IsForbidden(err) {
+			unreadable = append(unreadable, kind)
+		}
+		return err == nil
+	}
+	js := &jobsetv1alpha2.JobSet{}
+	if err := o.Client.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: tj.Name}, js); note("jobsets", err) && metav1.IsControlledBy(js, tj) {
+		found = append(found, "jobset/"+js.Name)
+	}
+	ofJobSet := client.MatchingLabels{jobsetv1alpha2.JobSetNameKey: tj.Name}
+	jobs := &batchv1.JobList{}
+	if err := o.Client.List(ctx, jobs, ns, ofJobSet); note("jobs", err) && len(jobs.Items) > 0 {
+		found = append(found, count(len(jobs.Items), "job"))
+	}
+	pods := &corev1.PodList{}
+	if err := o.Client.List(ctx, pods, ns, ofJobSet); note("pods", err) && len(pods.Items) > 0 {
+		found = append(found, count(len(pods.Items), "pod"))
+	}
+	for _, k := range ownedKinds {
+		l := &metav1.PartialObjectMetadataList{}
+		l.SetGroupVersionKind(k.gvk)
+		err := o.Client.List(ctx, l, ns)
+		if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
+			continue // that API is not installed
+		}
+		if !note(strings.ToLower(strings.TrimSuffix(k.gvk.Kind, "List"))+"s", err) {
+			continue
+		}
+		for _, item := range l.Items {
+			if metav1.IsControlledBy(&item, tj) {
+				found = append(found, k.name+"/"+item.Name)
+			}
+		}
+	}
+	return found, unreadable
+}
+
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// waitGone waits until every deleted TrainJob has disappeared.
+func (o *DeleteOptions) waitGone(ctx context.Context, deleted []trainer.TrainJob) error {
+	if o.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.Timeout)
+		defer cancel()
+	}
+	for _, tj := range deleted {
+		for {
+			err := o.Client.Get(ctx, client.ObjectKeyFromObject(&tj), &trainer.TrainJob{})
+			if apierrors.IsNotFound(err) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+					return cmdutil.WithExitCode(cmdutil.ExitTimeout, fmt.Errorf("timed out after %s waiting for %s %q to be gone (with --cascade=foreground it waits for its children)",
+						o.Timeout, list.Resource, tj.Name))
+				}
+				return ctx.Err()
+			case <-time.After(pollInterval):
+			}
+		}
+	}
+	return nil
+}

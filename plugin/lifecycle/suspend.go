@@ -1,0 +1,115 @@
+// Package lifecycle holds the commands that change a TrainJob's life: suspend, resume and delete.
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/stage"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/completion"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/list"
+)
+
+// QueueLabel is Kueue's queue label: Kueue suspends and resumes such TrainJobs itself.
+const QueueLabel = "kueue.x-k8s.io/queue-name"
+
+// SuspendOptions are the flags and resolved inputs of `suspend` and `resume`.
+type SuspendOptions struct {
+	Streams cmdutil.Streams
+
+	// Suspend is true for suspend and false for resume.
+	Suspend bool
+	Names   []string
+
+	Namespace string
+	Client    client.WithWatch
+}
+
+// NewCmdSuspend is `kubectl trainjob suspend`.
+func NewCmdSuspend(f *cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
+	return newCmdSuspend(f, &SuspendOptions{Streams: streams, Suspend: true}, &cobra.Command{
+		Use:   "suspend NAME...",
+		Short: "Suspend TrainJobs: their pods are deleted until they are resumed",
+		Long: `Suspend TrainJobs by setting spec.suspend to true (a merge patch). The controller suspends
+the JobSet, which deletes the pods; nothing else is lost, and resume starts the pods again.
+The active deadline does not run while suspended.`,
+		Example: `  # Free the GPUs of a TrainJob for a while
+  kubectl trainjob suspend llama-ft`,
+	})
+}
+
+// NewCmdResume is `kubectl trainjob resume`.
+func NewCmdResume(f *cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
+	return newCmdSuspend(f, &SuspendOptions{Streams: streams}, &cobra.Command{
+		Use:   "resume NAME...",
+		Short: "Resume suspended TrainJobs",
+		Long: `Resume TrainJobs by setting spec.suspend to false (a merge patch). The controller resumes the
+JobSet and its pods start again. A TrainJob queued by Kueue (label kueue.x-k8s.io/queue-name)
+is suspended and resumed by Kueue, which may suspend it again until it is admitted.`,
+		Example: `  kubectl trainjob resume llama-ft`,
+	})
+}
+
+func newCmdSuspend(f *cmdutil.Factory, o *SuspendOptions, cmd *cobra.Command) *cobra.Command {
+	cmd.Args = cobra.MinimumNArgs(1)
+	cmd.ValidArgsFunction = completion.TrainJobNames(f)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if err := o.Complete(f, args); err != nil {
+			return err
+		}
+		return o.Run(cmd.Context())
+	}
+	return cmd
+}
+
+// Complete resolves the namespace and the client.
+func (o *SuspendOptions) Complete(f *cmdutil.Factory, args []string) error {
+	o.Names = args
+	var err error
+	o.Namespace, o.Client, err = list.NamespaceAndClient(f, o.Client)
+	return err
+}
+
+// Run patches each TrainJob; it goes on after an error and reports them all.
+func (o *SuspendOptions) Run(ctx context.Context) error {
+	var errs []error
+	for _, name := range o.Names {
+		if err := o.patch(ctx, name); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (o *SuspendOptions) patch(ctx context.Context, name string) error {
+	verb := map[bool]string{true: "suspended", false: "resumed"}[o.Suspend]
+	tj, err := list.GetTrainJob(ctx, o.Client, o.Namespace, name)
+	if err != nil {
+		return err
+	}
+	if st := stage.Of(tj); st.Terminal() {
+		return fmt.Errorf("%s %q is %s: a finished TrainJob cannot be %s", list.Resource, name, st, verb)
+	}
+	if ptr.Deref(tj.Spec.Suspend, false) == o.Suspend {
+		fmt.Fprintf(o.Streams.Out, "trainjob.trainer.kubeflow.org/%s already %s\n", name, verb)
+		return nil
+	}
+	patch := []byte(`{"spec":{"suspend":` + strconv.FormatBool(o.Suspend) + `}}`)
+	if err := o.Client.Patch(ctx, tj, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		return list.DescribeError(err, o.Namespace, name)
+	}
+	fmt.Fprintf(o.Streams.Out, "trainjob.trainer.kubeflow.org/%s %s\n", name, verb)
+	if _, queued := tj.Labels[QueueLabel]; queued {
+		fmt.Fprintf(o.Streams.ErrOut, "note: %s is queued by Kueue (%s=%s), which decides when it runs and may change spec.suspend again\n",
+			name, QueueLabel, tj.Labels[QueueLabel])
+	}
+	return nil
+}

@@ -1,0 +1,224 @@
+package status
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/stage"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/list"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/printers"
+)
+
+// Following reads the whole picture again after every change it is told about, and at least this often
+// (so ages move on a terminal and a watch the user may not open costs nothing but latency).
+const (
+	resyncInterval = 10 * time.Second
+	// settle gathers a burst of changes (a watch's initial list, a pod's several updates) into one read.
+	settle        = 100 * time.Millisecond
+	rewatchPause  = time.Second
+	maxWatchFails = 5
+)
+
+// Follow prints a TrainJob's transitions to out until it is Complete or Failed: first its timeline so far,
+// then each new timeline entry and each change of stage or of its reason, one line each. It returns the
+// final stage. `create --follow` and `status -w` off a terminal use it.
+func Follow(ctx context.Context, c client.WithWatch, namespace, name string, out io.Writer, clk clock.PassiveClock, color bool) (stage.Stage, error) {
+	f := &follower{seen: map[string]bool{}}
+	return follow(ctx, c, namespace, name, clk, func(s *Summary) error { return f.emit(out, s, clk.Now(), color) })
+}
+
+// redraw follows the TrainJob on a terminal, drawing the whole screen in place on every change.
+func (o *StatusOptions) redraw(ctx context.Context) error {
+	var frame bytes.Buffer
+	return exitFor(o.Name)(follow(ctx, o.Client, o.Namespace, o.Name, o.Clock, func(s *Summary) error {
+		frame.Reset()
+		frame.WriteString(printers.ClearScreen)
+		if err := Render(&frame, s, o.Clock.Now(), o.Color); err != nil {
+			return err
+		}
+		_, err := o.Streams.Out.Write(frame.Bytes())
+		return err
+	}))
+}
+
+// exitFor turns the outcome of following TrainJob name into the command's error: exit code 2 when it Failed.
+func exitFor(name string) func(stage.Stage, error) error {
+	return func(st stage.Stage, err error) error {
+		if err != nil {
+			return err
+		}
+		if st == stage.Failed {
+			return cmdutil.WithExitCode(cmdutil.ExitFailed, fmt.Errorf("%s %q Failed", list.Resource, name))
+		}
+		return nil
+	}
+}
+
+// follow calls show with a fresh summary after every change to the TrainJob, its pods or the namespace's
+// Events, until the TrainJob is terminal.
+func follow(ctx context.Context, c client.WithWatch, namespace, name string, clk clock.PassiveClock, show func(*Summary) error) (stage.Stage, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// Watch first, then read: no change can fall between the two.
+	changes := WatchChanges(ctx, c, namespace,
+		Watched{List: &trainer.TrainJobList{}, Options: []client.ListOption{client.MatchingFields{"metadata.name": name}}},
+		Watched{List: &corev1.PodList{}, Options: []client.ListOption{client.MatchingLabels{jobsetv1alpha2.JobSetNameKey: name}}},
+		Watched{List: &corev1.EventList{}},
+	)
+	for {
+		in, err := Fetch(ctx, c, namespace, name)
+		if err != nil {
+			return "", err
+		}
+		s := Summarize(in, clk.Now())
+		if err := show(s); err != nil {
+			return "", err
+		}
+		if s.Stage.Terminal() {
+			return s.Stage, nil
+		}
+		select {
+		case <-ctx.Done():
+			return s.Stage, ctx.Err()
+		case <-changes:
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(settle):
+		}
+		select { // a change during the pause is read below anyway
+		case <-changes:
+		default:
+		}
+	}
+}
+
+// Watched is a kind of object to watch in a namespace, with the selectors to watch it by.
+type Watched struct {
+	List    client.ObjectList
+	Options []client.ListOption
+}
+
+// WatchChanges signals on the returned channel whenever a watched object changes, and every resyncInterval,
+// until ctx ends. Watches that end are started again; one that cannot be started (no right to watch)
+// is left to the resync.
+func WatchChanges(ctx context.Context, c client.WithWatch, namespace string, watched ...Watched) <-chan struct{} {
+	changes := make(chan struct{}, 1)
+	notify := func() {
+		select {
+		case changes <- struct{}{}:
+		default:
+		}
+	}
+	for _, w := range watched {
+		go watchLoop(ctx, c, namespace, w, notify)
+	}
+	go func() {
+		t := time.NewTicker(resyncInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				notify()
+			}
+		}
+	}()
+	return changes
+}
+
+func watchLoop(ctx context.Context, c client.WithWatch, namespace string, w Watched, notify func()) {
+	opts := append([]client.ListOption{client.InNamespace(namespace)}, w.Options...)
+	fails := 0
+	for ctx.Err() == nil {
+		wi, err := c.Watch(ctx, w.List.DeepCopyObject().(client.ObjectList), opts...)
+		if err != nil {
+			fails++
+			if apierrors.IsForbidden(err) || fails >= maxWatchFails {
+				return
+			}
+		} else {
+			fails = 0
+			for ev := range wi.ResultChan() {
+				if ev.Type == watch.Error {
+					break
+				}
+				notify()
+			}
+			wi.Stop()
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(rewatchPause):
+		}
+	}
+}
+
+// follower turns successive summaries into transition lines, each printed once.
+type follower struct {
+	seen      map[string]bool
+	stage     stage.Stage
+	stageLine string
+}
+
+func (f *follower) emit(w io.Writer, s *Summary, now time.Time, color bool) error {
+	for _, e := range s.Timeline {
+		key := fmt.Sprintf("%s|%s|%s|%s|%s|%s", e.Source, e.Type, e.Status, e.Reason, e.Message, e.Time.UTC().Format(time.RFC3339))
+		if f.seen[key] {
+			continue
+		}
+		f.seen[key] = true
+		if err := printers.WriteTransition(w, printers.Transition{Time: e.Time, Since: e.Time.Sub(s.Created.Time),
+			Subject: e.What(), Text: joinReason(e.Reason, withCount(e.Message, e.Count))}, color); err != nil {
+			return err
+		}
+	}
+	line := s.StageLine()
+	if line == f.stageLine {
+		return nil
+	}
+	if f.stated(s) {
+		f.stageLine, f.stage = line, s.Stage
+		return nil
+	}
+	// A new stage is dated by when it began, if known; a new reason within a stage by when it was seen.
+	at := metav1.NewTime(now)
+	if s.Stage != f.stage {
+		for _, sp := range s.Stages {
+			if sp.Name == s.Stage && sp.Start != nil {
+				at = *sp.Start
+			}
+		}
+	}
+	f.stageLine, f.stage = line, s.Stage
+	return printers.WriteTransition(w, printers.Transition{Time: at, Since: at.Sub(s.Created.Time),
+		Subject: string(s.Stage), Text: s.Reason}, color)
+}
+
+// stated tells whether the timeline already said the new stage: the condition of a terminal or suspended
+// stage is True and was printed.
+func (f *follower) stated(s *Summary) bool {
+	if s.Stage == f.stage {
+		return false
+	}
+	for _, e := range s.Timeline {
+		if e.Source == SourceCondition && e.Type == string(s.Stage) && e.Status == string(metav1.ConditionTrue) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,137 @@
+package status
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/printers"
+)
+
+// Render writes the one-screen status of s as it is at now.
+func Render(w io.Writer, s *Summary, now time.Time, color bool) error {
+	created := s.Created.Time
+	since := func(t *metav1.Time) string {
+		if t == nil {
+			return ""
+		}
+		return printers.Delta(t.Sub(created))
+	}
+	head := printers.NewTable(w, "")
+	head.Row("Name:", s.Name)
+	head.Row("Namespace:", s.Namespace)
+	head.Row("Runtime:", s.Runtime)
+	head.Row("Created:", fmt.Sprintf("%s (%s ago)", printers.Timestamp(s.Created), printers.Age(s.Created, now)))
+	if err := head.Flush(); err != nil {
+		return err
+	}
+	// The stage line is not a table cell: only its reason comes from the cluster.
+	fmt.Fprintf(w, "Stage:       %s\n", printers.Colorize(string(s.Stage), color)+printers.Escape(strings.TrimPrefix(s.StageLine(), string(s.Stage))))
+	if p := s.Progress; p != nil {
+		fmt.Fprintf(w, "Progress:    %s\n", printers.Escape(progressLine(p, now)))
+	}
+
+	var pipeline [][]string
+	for _, sp := range s.Stages {
+		d := ""
+		if sp.Duration != "" {
+			dd, _ := time.ParseDuration(sp.Duration)
+			d = printers.Duration(dd)
+			if sp.End == nil {
+				d += " (running)"
+			}
+		}
+		pipeline = append(pipeline, []string{string(sp.Name), since(sp.Start), since(sp.End), d})
+	}
+	var jobs [][]string
+	for _, j := range s.Jobs {
+		jobs = append(jobs, []string{j.Name, itoa(j.Ready), itoa(j.Active), itoa(j.Succeeded), itoa(j.Failed), itoa(j.Suspended), since(j.Start), since(j.End)})
+	}
+	var pods [][]string
+	for _, p := range s.Pods {
+		pods = append(pods, []string{p.Name, p.ReplicatedJob, p.Rank, p.Node, strconv.FormatInt(p.GPUs, 10), p.Status, itoa(p.Restarts), since(p.Started)})
+	}
+	var timeline [][]string
+	for _, e := range s.Timeline {
+		timeline = append(timeline, []string{printers.Clock(e.Time), since(&e.Time), e.What(), e.Reason, withCount(e.Message, e.Count)})
+	}
+	var warnings [][]string
+	for _, e := range s.Warnings {
+		warnings = append(warnings, []string{printers.Age(e.LastSeen, now), e.Object, e.Reason, withCount(e.Message, e.Count)})
+	}
+	for _, sec := range []struct {
+		title   string
+		headers []string
+		rows    [][]string
+	}{
+		{"Pipeline", []string{"STAGE", "START", "END", "DURATION"}, pipeline},
+		{"Jobs", []string{"REPLICATED JOB", "READY", "ACTIVE", "SUCCEEDED", "FAILED", "SUSPENDED", "START", "END"}, jobs},
+		{"Pods", []string{"NAME", "STEP", "RANK", "NODE", "GPUS", "STATUS", "RESTARTS", "STARTED"}, pods},
+		{"Timeline", []string{"TIME", "SINCE", "WHAT", "REASON", "MESSAGE"}, timeline},
+		{"Recent warnings", []string{"LAST SEEN", "OBJECT", "REASON", "MESSAGE"}, warnings},
+	} {
+		if len(sec.rows) == 0 && sec.title == "Recent warnings" {
+			continue // no news is good news
+		}
+		if err := section(w, sec.title, sec.headers, sec.rows); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// section writes a titled table, or <none> when it has no rows.
+func section(w io.Writer, title string, headers []string, rows [][]string) error {
+	fmt.Fprintf(w, "\n%s:\n", title)
+	if len(rows) == 0 {
+		_, err := fmt.Fprintln(w, "  <none>")
+		return err
+	}
+	t := printers.NewTable(w, "  ", headers...)
+	for _, r := range rows {
+		t.Row(r...)
+	}
+	return t.Flush()
+}
+
+// What names a timeline entry: "Created", a condition as Type=Status, or an Event's type.
+func (e TimelineEntry) What() string {
+	switch e.Source {
+	case SourceCondition:
+		return e.Type + "=" + e.Status
+	case SourceEvent:
+		return "Event " + e.Type
+	}
+	return e.Source
+}
+
+func progressLine(p *Progress, now time.Time) string {
+	var parts []string
+	if p.Percentage != nil {
+		parts = append(parts, fmt.Sprintf("%d%%", *p.Percentage))
+	}
+	if p.RemainingSeconds != nil {
+		parts = append(parts, "about "+printers.Duration(time.Duration(*p.RemainingSeconds)*time.Second)+" left")
+	}
+	var metrics []string
+	for _, m := range p.Metrics {
+		metrics = append(metrics, m.Name+"="+m.Value)
+	}
+	if len(metrics) > 0 {
+		parts = append(parts, strings.Join(metrics, " "))
+	}
+	return strings.Join(parts, ", ") + " (reported " + printers.Age(p.LastUpdated, now) + " ago)"
+}
+
+func withCount(msg string, n int32) string {
+	if n > 1 {
+		return fmt.Sprintf("%s (x%d)", msg, n)
+	}
+	return msg
+}
+
+func itoa(n int32) string { return strconv.Itoa(int(n)) }

@@ -1,0 +1,155 @@
+// Package status is `kubectl trainjob status NAME`: one screen that says where a TrainJob is in its pipeline
+// and why, when each stage started and ended, its replicated jobs and pods, every transition and the recent
+// warnings; `-w` follows it until it is terminal; `-o json|yaml` prints the same Summary for tools.
+// It reads only what upstream Kubeflow Trainer's controller writes too.
+package status
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/completion"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/list"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/printers"
+)
+
+const example = `  # Where is my TrainJob, and why?
+  kubectl trainjob status llama-ft
+
+  # Follow it until it is Complete or Failed (exit code 2 if it Failed)
+  kubectl trainjob status llama-ft -w
+
+  # The same summary for scripts
+  kubectl trainjob status llama-ft -o json | jq '.stages'`
+
+// StatusOptions are the flags and resolved inputs of `status`.
+type StatusOptions struct {
+	Streams cmdutil.Streams
+
+	Name      string
+	Namespace string
+	Output    string
+	Watch     bool
+
+	// Clock gives "now" for ages and durations; tests pin it.
+	Clock clock.PassiveClock
+	// Terminal tells whether Out is a terminal: -w then redraws in place. Complete detects it unless set.
+	Terminal *bool
+	Color    bool
+	Client   client.WithWatch
+}
+
+// NewStatusOptions returns options writing to streams.
+func NewStatusOptions(streams cmdutil.Streams) *StatusOptions {
+	return &StatusOptions{Streams: streams, Clock: clock.RealClock{}}
+}
+
+// NewCmdStatus is `kubectl trainjob status`.
+func NewCmdStatus(f *cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
+	return NewCmdStatusWithOptions(f, NewStatusOptions(streams))
+}
+
+// NewCmdStatusWithOptions is `kubectl trainjob status` with preset options (a pinned clock in tests).
+func NewCmdStatusWithOptions(f *cmdutil.Factory, o *StatusOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "status NAME",
+		Short: "Show where a TrainJob is in its pipeline and why",
+		Long: `Show one TrainJob on one screen: its stage and why it is there (for example which pods
+cannot be scheduled and the scheduler's message), the pipeline (initializers, trainer, done)
+with when each stage started and ended, every replicated job's Job counts, the pods with their
+node, GPUs, status and restarts, the timeline of every condition transition and Event, and the
+recent warnings of the TrainJob, its JobSet, Jobs and pods.
+
+With -w it follows the TrainJob until it is Complete or Failed: on a terminal the screen is
+redrawn in place; otherwise one line is printed per transition. It then exits 0 if Complete and
+2 if Failed.`,
+		Example:           example,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completion.TrainJobNames(f),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.Complete(f, cmd, args); err != nil {
+				return err
+			}
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(cmd)
+		},
+	}
+	cmd.Flags().StringVarP(&o.Output, "output", "o", o.Output, "Output format: json or yaml (the summary as a document). Default: the status screen.")
+	cmd.Flags().BoolVarP(&o.Watch, "watch", "w", o.Watch, "Follow the TrainJob until it is Complete (exit 0) or Failed (exit 2).")
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"json", "yaml"}, cobra.ShellCompDirectiveNoFileComp))
+	return cmd
+}
+
+// Complete resolves the namespace, the client, colour and the terminal.
+func (o *StatusOptions) Complete(f *cmdutil.Factory, _ *cobra.Command, args []string) error {
+	o.Name = args[0]
+	var err error
+	if o.Namespace, o.Client, err = list.NamespaceAndClient(f, o.Client); err != nil {
+		return err
+	}
+	o.Color = f.UseColor(o.Streams.Out)
+	if o.Terminal == nil {
+		tty := printers.IsTerminal(o.Streams.Out)
+		o.Terminal = &tty
+	}
+	return nil
+}
+
+// Validate rejects flags that do not go together.
+func (o *StatusOptions) Validate() error {
+	switch o.Output {
+	case "", "json", "yaml":
+	default:
+		return fmt.Errorf("unsupported output format %q: use -o json or -o yaml", o.Output)
+	}
+	if o.Watch && o.Output != "" {
+		return fmt.Errorf("-w and -o %s cannot be used together: -w prints the screen or one line per transition", o.Output)
+	}
+	return nil
+}
+
+// Run prints the status once, or follows the TrainJob with -w.
+func (o *StatusOptions) Run(cmd *cobra.Command) error {
+	ctx := cmd.Context()
+	if o.Watch {
+		if *o.Terminal {
+			return o.redraw(ctx)
+		}
+		return exitFor(o.Name)(Follow(ctx, o.Client, o.Namespace, o.Name, o.Streams.Out, o.Clock, o.Color))
+	}
+	in, err := Fetch(ctx, o.Client, o.Namespace, o.Name)
+	if err != nil {
+		return err
+	}
+	return o.print(Summarize(in, o.Clock.Now()))
+}
+
+func (o *StatusOptions) print(s *Summary) error {
+	switch o.Output {
+	case "json":
+		return writeJSON(o.Streams.Out, s)
+	case "yaml":
+		data, err := yaml.Marshal(s)
+		if err != nil {
+			return err
+		}
+		_, err = o.Streams.Out.Write(data)
+		return err
+	}
+	return Render(o.Streams.Out, s, o.Clock.Now(), o.Color)
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "    ")
+	return enc.Encode(v)
+}

@@ -1,0 +1,692 @@
+package status
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/stage"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/list"
+)
+
+// SummaryAPIVersion and SummaryKind identify the document `status -o json|yaml` prints, so tools can tell
+// which shape they parse.
+const (
+	SummaryAPIVersion = "kubectl-trainjob.trainer.kubeflow.org/v1alpha1"
+	SummaryKind       = "TrainJobStatusSummary"
+)
+
+// Summary is everything `status` shows about one TrainJob: what the screen renders and what -o json|yaml
+// prints. It is derived only from upstream fields, conditions, Events and the JobSet's labels.
+type Summary struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Name       string `json:"name"`
+	Namespace  string `json:"namespace"`
+	// Runtime is Kind/name of the runtime the TrainJob references.
+	Runtime string      `json:"runtime"`
+	Created metav1.Time `json:"created"`
+	// Stage is where the TrainJob is (pkg/stage); Reason says why it is there, or what it waits for.
+	Stage  stage.Stage `json:"stage"`
+	Reason string      `json:"reason,omitempty"`
+	// Progress is the trainer's own report (status.trainerStatus), when it sends one.
+	Progress *Progress `json:"progress,omitempty"`
+	// Stages is the pipeline: Pending, Initializing (when the runtime has initializers), Training, and the
+	// terminal stage once reached, each with when it started and ended.
+	Stages     []StageSpan        `json:"stages"`
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// Timeline is every transition known: creation, the conditions and the TrainJob's Events, oldest first.
+	Timeline []TimelineEntry `json:"timeline"`
+	// Jobs are the replicated jobs of the JobSet (status.jobsStatus counts Jobs, not pods).
+	Jobs []JobSummary `json:"jobs"`
+	Pods []PodSummary `json:"pods"`
+	// Warnings are the most recent Warning Events of the TrainJob, its JobSet, Jobs and pods, newest first.
+	Warnings []Warning `json:"warnings,omitempty"`
+}
+
+// Progress is status.trainerStatus.
+type Progress struct {
+	Percentage       *int32           `json:"percentage,omitempty"`
+	RemainingSeconds *int32           `json:"remainingSeconds,omitempty"`
+	Metrics          []trainer.Metric `json:"metrics,omitempty"`
+	LastUpdated      metav1.Time      `json:"lastUpdated"`
+}
+
+// StageSpan is one stage of the pipeline. Start is unset while the stage has not begun, End while it runs.
+// Duration is End-Start, or now-Start while the stage runs, as a Go duration ("1m30s").
+type StageSpan struct {
+	Name     stage.Stage  `json:"name"`
+	Start    *metav1.Time `json:"start,omitempty"`
+	End      *metav1.Time `json:"end,omitempty"`
+	Duration string       `json:"duration,omitempty"`
+}
+
+// Timeline entry sources.
+const (
+	SourceCreated   = "Created"
+	SourceCondition = "Condition"
+	SourceEvent     = "Event"
+)
+
+// TimelineEntry is one transition of the TrainJob.
+type TimelineEntry struct {
+	Time metav1.Time `json:"time"`
+	// Since is the time from the TrainJob's creation, as a Go duration.
+	Since  string `json:"since"`
+	Source string `json:"source"`
+	// Type is the condition's type or the Event's type (Normal, Warning).
+	Type    string `json:"type,omitempty"`
+	Status  string `json:"status,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+	Message string `json:"message,omitempty"`
+	Count   int32  `json:"count,omitempty"`
+}
+
+// JobSummary is one replicated job: its Job counts from status.jobsStatus and when its Jobs started and ended.
+type JobSummary struct {
+	Name      string       `json:"name"`
+	Ready     int32        `json:"ready"`
+	Active    int32        `json:"active"`
+	Succeeded int32        `json:"succeeded"`
+	Failed    int32        `json:"failed"`
+	Suspended int32        `json:"suspended"`
+	Start     *metav1.Time `json:"start,omitempty"`
+	End       *metav1.Time `json:"end,omitempty"`
+}
+
+// PodSummary is one pod of the JobSet.
+type PodSummary struct {
+	Name          string `json:"name"`
+	ReplicatedJob string `json:"replicatedJob"`
+	Rank          string `json:"rank,omitempty"`
+	Node          string `json:"node,omitempty"`
+	GPUs          int64  `json:"gpus"`
+	Phase         string `json:"phase"`
+	Status        string `json:"status"`
+	Restarts      int32  `json:"restarts"`
+	// Started is when the kubelet started the pod (status.startTime).
+	Started *metav1.Time `json:"started,omitempty"`
+}
+
+// Warning is a Warning Event of the TrainJob or one of its children.
+type Warning struct {
+	LastSeen metav1.Time `json:"lastSeen"`
+	Object   string      `json:"object"`
+	Reason   string      `json:"reason"`
+	Message  string      `json:"message"`
+	Count    int32       `json:"count,omitempty"`
+}
+
+// Objects are what a Summary is built from.
+type Objects struct {
+	TrainJob *trainer.TrainJob
+	// JobSet is nil when it does not exist (yet) or cannot be read.
+	JobSet *jobsetv1alpha2.JobSet
+	Jobs   []batchv1.Job
+	Pods   []corev1.Pod
+	// Events of the namespace; Summarize keeps those of the TrainJob and its children.
+	Events []corev1.Event
+}
+
+// maxWarnings is how many recent warnings a summary keeps.
+const maxWarnings = 10
+
+// eventConditionSlack is how far apart an Event and a condition transition with the same reason may be and
+// still be one transition (a controller records the Event in the reconcile that writes the condition).
+const eventConditionSlack = 5 * time.Second
+
+// Summarize builds the summary of in at time now.
+func Summarize(in Objects, now time.Time) *Summary {
+	tj := in.TrainJob
+	s := &Summary{
+		APIVersion: SummaryAPIVersion,
+		Kind:       SummaryKind,
+		Name:       tj.Name,
+		Namespace:  tj.Namespace,
+		Runtime:    RuntimeName(tj),
+		Created:    tj.CreationTimestamp,
+		Stage:      stage.Of(tj),
+		Conditions: tj.Status.Conditions,
+		Timeline:   []TimelineEntry{},
+		Jobs:       []JobSummary{},
+		Pods:       []PodSummary{},
+	}
+	if ts := tj.Status.TrainerStatus; ts != nil {
+		s.Progress = &Progress{Percentage: ts.ProgressPercentage, RemainingSeconds: ts.EstimatedRemainingSeconds,
+			Metrics: ts.Metrics, LastUpdated: ts.LastUpdatedTime}
+	}
+	pods := slices.Clone(in.Pods)
+	slices.SortFunc(pods, comparePods)
+	for i := range pods {
+		s.Pods = append(s.Pods, summarizePod(&pods[i]))
+	}
+	s.Jobs = summarizeJobs(tj, in.Jobs, pods)
+	s.Stages = stageSpans(tj, s.Stage, s.Jobs, now)
+	s.Timeline = timeline(tj, in.Events)
+	s.Warnings = warnings(in)
+	s.Reason = reason(s, in)
+	return s
+}
+
+// RuntimeName is Kind/name of the TrainJob's runtime; the kind defaults as upstream's does.
+func RuntimeName(tj *trainer.TrainJob) string {
+	return ptr.Deref(tj.Spec.RuntimeRef.Kind, trainer.ClusterTrainingRuntimeKind) + "/" + tj.Spec.RuntimeRef.Name
+}
+
+// stepOrder ranks replicated jobs in pipeline order: initializers, launcher, node, then any other.
+func stepOrder(name string) int {
+	switch name {
+	case trainer.DatasetInitializerName:
+		return 0
+	case trainer.ModelInitializerName:
+		return 1
+	case trainer.Launcher:
+		return 2
+	case trainer.Node:
+		return 3
+	}
+	return 4
+}
+
+func compareSteps(a, b string) int {
+	return cmp.Or(cmp.Compare(stepOrder(a), stepOrder(b)), strings.Compare(a, b))
+}
+
+func comparePods(a, b corev1.Pod) int {
+	rank := func(p corev1.Pod) int {
+		n, err := strconv.Atoi(podRank(&p))
+		if err != nil {
+			return -1
+		}
+		return n
+	}
+	return cmp.Or(
+		compareSteps(a.Labels[jobsetv1alpha2.ReplicatedJobNameKey], b.Labels[jobsetv1alpha2.ReplicatedJobNameKey]),
+		strings.Compare(a.Labels[jobsetv1alpha2.JobIndexKey], b.Labels[jobsetv1alpha2.JobIndexKey]),
+		cmp.Compare(rank(a), rank(b)),
+		a.CreationTimestamp.Compare(b.CreationTimestamp.Time),
+		strings.Compare(a.Name, b.Name))
+}
+
+// podRank is the pod's completion index: the node rank for Trainer's torch runtime.
+func podRank(p *corev1.Pod) string {
+	if r, ok := p.Labels[batchv1.JobCompletionIndexAnnotation]; ok {
+		return r
+	}
+	return p.Annotations[batchv1.JobCompletionIndexAnnotation]
+}
+
+func summarizePod(p *corev1.Pod) PodSummary {
+	ps := PodSummary{
+		Name:          p.Name,
+		ReplicatedJob: p.Labels[jobsetv1alpha2.ReplicatedJobNameKey],
+		Rank:          podRank(p),
+		Node:          p.Spec.NodeName,
+		Phase:         string(p.Status.Phase),
+		Status:        podStatus(p),
+		Started:       p.Status.StartTime,
+	}
+	for _, c := range p.Spec.Containers {
+		ps.GPUs += list.GPUs(c.Resources)
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		ps.Restarts += cs.RestartCount
+	}
+	return ps
+}
+
+// podStatus is what kubectl get pods shows in STATUS, shortened: the reason of a waiting or failed container,
+// Unschedulable, Terminating, or the phase.
+func podStatus(p *corev1.Pod) string {
+	if p.DeletionTimestamp != nil {
+		return "Terminating"
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			return corev1.PodReasonUnschedulable
+		}
+	}
+	for _, cs := range slices.Concat(p.Status.InitContainerStatuses, p.Status.ContainerStatuses) {
+		switch {
+		case cs.State.Waiting != nil && cs.State.Waiting.Reason != "":
+			return cs.State.Waiting.Reason
+		case cs.State.Terminated != nil && cs.State.Terminated.ExitCode != 0 && cs.State.Terminated.Reason != "":
+			return cs.State.Terminated.Reason
+		}
+	}
+	if p.Status.Phase == corev1.PodSucceeded {
+		return "Completed"
+	}
+	if p.Status.Phase == "" {
+		return string(corev1.PodPending)
+	}
+	return string(p.Status.Phase)
+}
+
+// summarizeJobs merges status.jobsStatus with the Jobs' start and end times, in pipeline order. Without
+// Jobs to read (no right to, or gone) the times come from the pods.
+func summarizeJobs(tj *trainer.TrainJob, jobs []batchv1.Job, pods []corev1.Pod) []JobSummary {
+	if len(jobs) == 0 {
+		jobs = jobsFromPods(pods)
+	}
+	byName := map[string]*JobSummary{}
+	out := []JobSummary{}
+	for _, js := range tj.Status.JobsStatus {
+		out = append(out, JobSummary{Name: js.Name, Ready: ptr.Deref(js.Ready, 0), Active: ptr.Deref(js.Active, 0),
+			Succeeded: ptr.Deref(js.Succeeded, 0), Failed: ptr.Deref(js.Failed, 0), Suspended: ptr.Deref(js.Suspended, 0)})
+	}
+	for _, j := range jobs {
+		name := j.Labels[jobsetv1alpha2.ReplicatedJobNameKey]
+		if name != "" && !slices.ContainsFunc(out, func(s JobSummary) bool { return s.Name == name }) {
+			out = append(out, JobSummary{Name: name})
+		}
+	}
+	slices.SortStableFunc(out, func(a, b JobSummary) int { return compareSteps(a.Name, b.Name) })
+	for i := range out {
+		byName[out[i].Name] = &out[i]
+	}
+	running := map[string]bool{} // replicated jobs with a Job that has not finished
+	for _, j := range jobs {
+		s := byName[j.Labels[jobsetv1alpha2.ReplicatedJobNameKey]]
+		if s == nil {
+			continue
+		}
+		s.Start = earliest(s.Start, j.Status.StartTime)
+		if end := jobEnd(&j); end != nil {
+			s.End = latest(s.End, end)
+		} else {
+			running[s.Name] = true
+		}
+	}
+	for i := range out {
+		if running[out[i].Name] {
+			out[i].End = nil
+		}
+	}
+	return out
+}
+
+// jobsFromPods stands in for the Jobs of the pods' replicated jobs: one per replicated job, started when its
+// first pod started and finished when its last container finished, once every pod has finished.
+func jobsFromPods(pods []corev1.Pod) []batchv1.Job {
+	var jobs []batchv1.Job
+	index := map[string]int{}
+	for _, p := range pods {
+		rj := p.Labels[jobsetv1alpha2.ReplicatedJobNameKey]
+		i, ok := index[rj]
+		if !ok {
+			i = len(jobs)
+			index[rj] = i
+			jobs = append(jobs, batchv1.Job{})
+			jobs[i].Labels = map[string]string{jobsetv1alpha2.ReplicatedJobNameKey: rj}
+			jobs[i].Status.CompletionTime = &metav1.Time{}
+		}
+		j := &jobs[i]
+		j.Status.StartTime = earliest(j.Status.StartTime, p.Status.StartTime)
+		finished := p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+		if !finished || j.Status.CompletionTime == nil {
+			j.Status.CompletionTime = nil
+			continue
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			if t := cs.State.Terminated; t != nil {
+				j.Status.CompletionTime = latest(j.Status.CompletionTime, &t.FinishedAt)
+			}
+		}
+	}
+	for i := range jobs {
+		if c := jobs[i].Status.CompletionTime; c != nil && c.IsZero() {
+			jobs[i].Status.CompletionTime = nil
+		}
+	}
+	return jobs
+}
+
+// jobEnd is when a Job finished: its completionTime, or when it was marked Failed.
+func jobEnd(j *batchv1.Job) *metav1.Time {
+	if j.Status.CompletionTime != nil {
+		return j.Status.CompletionTime
+	}
+	for _, c := range j.Status.Conditions {
+		if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue {
+			return &c.LastTransitionTime
+		}
+	}
+	return nil
+}
+
+func earliest(a, b *metav1.Time) *metav1.Time {
+	if a == nil || (b != nil && b.Before(a)) {
+		return b
+	}
+	return a
+}
+
+func latest(a, b *metav1.Time) *metav1.Time {
+	if a == nil || (b != nil && a.Before(b)) {
+		return b
+	}
+	return a
+}
+
+// stageSpans lays the pipeline out: Pending from creation until the first Job started, Initializing over the
+// initializer Jobs, Training over the trainer Jobs, and the terminal stage at its condition's transition.
+func stageSpans(tj *trainer.TrainJob, current stage.Stage, jobs []JobSummary, now time.Time) []StageSpan {
+	var terminal *metav1.Condition
+	if current.Terminal() {
+		terminal = meta.FindStatusCondition(tj.Status.Conditions, string(current))
+	}
+	var terminalAt *metav1.Time
+	if terminal != nil {
+		terminalAt = &terminal.LastTransitionTime
+	}
+	var init, train StageSpan
+	init.Name, train.Name = stage.Initializing, stage.Training
+	initDone, trainDone, hasInit := true, true, false
+	var firstStart *metav1.Time
+	for _, j := range jobs {
+		span, done := &train, &trainDone
+		if stage.IsInitializer(j.Name) {
+			span, done, hasInit = &init, &initDone, true
+		}
+		span.Start = earliest(span.Start, j.Start)
+		firstStart = earliest(firstStart, j.Start)
+		if j.End == nil {
+			*done = false
+		} else {
+			span.End = latest(span.End, j.End)
+		}
+	}
+	if !initDone {
+		init.End = nil
+	}
+	if !trainDone {
+		train.End = nil
+	}
+	created := tj.CreationTimestamp.DeepCopy()
+	pending := StageSpan{Name: stage.Pending, Start: created, End: firstStart}
+	spans := []StageSpan{pending}
+	if hasInit || tj.Spec.Initializer != nil {
+		spans = append(spans, init)
+	}
+	spans = append(spans, train)
+	// A terminal TrainJob closes every stage that had begun: nothing runs any more.
+	for i := range spans {
+		if terminalAt != nil && spans[i].Start != nil && spans[i].End == nil {
+			spans[i].End = terminalAt
+		}
+	}
+	if terminalAt != nil {
+		spans = append(spans, StageSpan{Name: current, Start: terminalAt, End: terminalAt})
+	}
+	for i := range spans {
+		sp := &spans[i]
+		switch {
+		case sp.Start == nil:
+		case sp.End != nil:
+			sp.Duration = sp.End.Sub(sp.Start.Time).String()
+		default:
+			sp.Duration = now.Sub(sp.Start.Time).Truncate(time.Second).String()
+		}
+	}
+	return spans
+}
+
+// timeline merges creation, the conditions' transitions and the TrainJob's Events. An Event with the reason
+// of a condition transition recorded within eventConditionSlack of it is the same transition and is dropped.
+func timeline(tj *trainer.TrainJob, events []corev1.Event) []TimelineEntry {
+	created := tj.CreationTimestamp
+	entry := func(t metav1.Time) TimelineEntry {
+		return TimelineEntry{Time: t, Since: t.Sub(created.Time).String()}
+	}
+	out := []TimelineEntry{}
+	e := entry(created)
+	e.Source = SourceCreated
+	out = append(out, e)
+	for _, c := range tj.Status.Conditions {
+		e := entry(c.LastTransitionTime)
+		e.Source, e.Type, e.Status, e.Reason, e.Message = SourceCondition, c.Type, string(c.Status), c.Reason, c.Message
+		out = append(out, e)
+	}
+	for _, ev := range events {
+		if !isTrainJobEvent(tj, &ev) {
+			continue
+		}
+		t := eventTime(&ev)
+		if slices.ContainsFunc(tj.Status.Conditions, func(c metav1.Condition) bool {
+			d := c.LastTransitionTime.Sub(t.Time)
+			return c.Reason == ev.Reason && d <= eventConditionSlack && d >= -eventConditionSlack
+		}) {
+			continue
+		}
+		e := entry(t)
+		e.Source, e.Type, e.Reason, e.Message = SourceEvent, ev.Type, ev.Reason, ev.Message
+		if ev.Count > 1 {
+			e.Count = ev.Count
+		}
+		out = append(out, e)
+	}
+	slices.SortStableFunc(out, func(a, b TimelineEntry) int { return a.Time.Compare(b.Time.Time) })
+	return out
+}
+
+func isTrainJobEvent(tj *trainer.TrainJob, ev *corev1.Event) bool {
+	o := ev.InvolvedObject
+	if o.UID != "" {
+		return o.UID == tj.UID
+	}
+	return o.Kind == trainer.TrainJobKind && o.Name == tj.Name
+}
+
+// eventTime is when an Event first happened: firstTimestamp (core/v1 recorders) or eventTime (events/v1).
+func eventTime(ev *corev1.Event) metav1.Time {
+	switch {
+	case !ev.FirstTimestamp.IsZero():
+		return ev.FirstTimestamp
+	case !ev.EventTime.IsZero():
+		return metav1.Time{Time: ev.EventTime.Time}
+	}
+	return ev.CreationTimestamp
+}
+
+// eventLastSeen is when an Event last happened.
+func eventLastSeen(ev *corev1.Event) metav1.Time {
+	switch {
+	case ev.Series != nil && !ev.Series.LastObservedTime.IsZero():
+		return metav1.Time{Time: ev.Series.LastObservedTime.Time}
+	case !ev.LastTimestamp.IsZero():
+		return ev.LastTimestamp
+	}
+	return eventTime(ev)
+}
+
+// warnings are the Warning Events of the TrainJob, its JobSet, its Jobs and pods, newest first. Pods of
+// earlier attempts are gone, so an Event's pod belongs to the TrainJob when its name extends a Job's name.
+func warnings(in Objects) []Warning {
+	tj := in.TrainJob
+	jobNames := map[string]bool{}
+	for _, j := range in.Jobs {
+		jobNames[j.Name] = true
+	}
+	podNames := map[string]bool{}
+	for _, p := range in.Pods {
+		podNames[p.Name] = true
+	}
+	ours := func(ev *corev1.Event) bool {
+		o := ev.InvolvedObject
+		switch o.Kind {
+		case trainer.TrainJobKind:
+			return isTrainJobEvent(tj, ev)
+		case "JobSet":
+			return o.Name == tj.Name
+		case "Job":
+			return jobNames[o.Name]
+		case "Pod":
+			if podNames[o.Name] {
+				return true
+			}
+			for j := range jobNames {
+				if strings.HasPrefix(o.Name, j+"-") {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	var out []Warning
+	for _, ev := range in.Events {
+		if ev.Type != corev1.EventTypeWarning || !ours(&ev) {
+			continue
+		}
+		w := Warning{LastSeen: eventLastSeen(&ev), Object: ev.InvolvedObject.Kind + "/" + ev.InvolvedObject.Name,
+			Reason: ev.Reason, Message: ev.Message}
+		if ev.Count > 1 {
+			w.Count = ev.Count
+		}
+		out = append(out, w)
+	}
+	slices.SortStableFunc(out, func(a, b Warning) int {
+		return cmp.Or(b.LastSeen.Compare(a.LastSeen.Time), strings.Compare(a.Object, b.Object))
+	})
+	if len(out) > maxWarnings {
+		out = out[:maxWarnings]
+	}
+	return out
+}
+
+// reason says why the TrainJob is in its stage, or what it waits for.
+func reason(s *Summary, in Objects) string {
+	tj := in.TrainJob
+	conds := tj.Status.Conditions
+	switch s.Stage {
+	case stage.Failed, stage.Complete:
+		c := meta.FindStatusCondition(conds, string(s.Stage))
+		return joinReason(c.Reason, c.Message)
+	case stage.Suspended:
+		if c := meta.FindStatusCondition(conds, trainer.TrainJobSuspended); c != nil && c.Status == metav1.ConditionTrue {
+			return c.Message
+		}
+		return "spec.suspend is true"
+	}
+	if r := podTrouble(in.Pods); r != "" {
+		return r
+	}
+	if c := meta.FindStatusCondition(conds, trainer.TrainJobComponentsCreated); c != nil && c.Status == metav1.ConditionFalse {
+		return joinReason(c.Reason, c.Message)
+	}
+	switch s.Stage {
+	case stage.Initializing:
+		return "running " + strings.Join(activeSteps(s.Jobs, true), ", ") + podsRunning(s.Pods, stage.IsInitializer)
+	case stage.Training:
+		return "running " + strings.Join(activeSteps(s.Jobs, false), ", ") +
+			podsRunning(s.Pods, func(rj string) bool { return !stage.IsInitializer(rj) })
+	}
+	// Pending.
+	if in.JobSet == nil {
+		for _, w := range s.Warnings {
+			if w.Object == trainer.TrainJobKind+"/"+tj.Name {
+				return joinReason(w.Reason, w.Message)
+			}
+		}
+		return "waiting for the controller to create JobSet " + tj.Name
+	}
+	if len(in.Pods) == 0 {
+		return "waiting for the pods of JobSet " + tj.Name
+	}
+	return "waiting for pods to start"
+}
+
+func joinReason(reason, message string) string {
+	if reason == "" || message == "" {
+		return reason + message
+	}
+	return reason + ": " + message
+}
+
+func activeSteps(jobs []JobSummary, initializers bool) []string {
+	var steps []string
+	for _, j := range jobs {
+		if j.Active > 0 && stage.IsInitializer(j.Name) == initializers {
+			steps = append(steps, j.Name)
+		}
+	}
+	return steps
+}
+
+// podsRunning is " (n/m pods running)" over the pods of the steps keep selects.
+func podsRunning(pods []PodSummary, keep func(replicatedJob string) bool) string {
+	running, total := 0, 0
+	for _, p := range pods {
+		if !keep(p.ReplicatedJob) {
+			continue
+		}
+		total++
+		if p.Phase == string(corev1.PodRunning) {
+			running++
+		}
+	}
+	if total == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (%d/%d pods running)", running, total)
+}
+
+// podTrouble names what keeps pods from running: unschedulable pods with the scheduler's message, or a
+// container that cannot start (image pull, crash loop, bad configuration).
+func podTrouble(pods []corev1.Pod) string {
+	var unschedulable []string
+	msg := ""
+	for _, p := range pods {
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+				unschedulable = append(unschedulable, p.Name)
+				if msg == "" {
+					msg = c.Message
+				}
+			}
+		}
+	}
+	if n := len(unschedulable); n > 0 {
+		return joinReason(fmt.Sprintf("%d %s unschedulable", n, plural(n, "pod", "pods")), msg)
+	}
+	for _, p := range pods {
+		for _, cs := range slices.Concat(p.Status.InitContainerStatuses, p.Status.ContainerStatuses) {
+			if w := cs.State.Waiting; w != nil && badWaiting[w.Reason] {
+				return joinReason(fmt.Sprintf("pod %s: %s", p.Name, w.Reason), w.Message)
+			}
+		}
+	}
+	return ""
+}
+
+// badWaiting are the waiting reasons of containers that will not start by themselves.
+var badWaiting = map[string]bool{
+	"ImagePullBackOff": true, "ErrImagePull": true, "InvalidImageName": true, "CrashLoopBackOff": true,
+	"CreateContainerConfigError": true, "CreateContainerError": true, "RunContainerError": true,
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// StageLine is the summary's first line: "Stage: reason".
+func (s *Summary) StageLine() string {
+	if s.Reason == "" {
+		return string(s.Stage)
+	}
+	return string(s.Stage) + ": " + s.Reason
+}
