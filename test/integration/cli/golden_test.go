@@ -1,0 +1,161 @@
+// Package cli tests the kubectl plugin's commands end to end against a real API server (the local cluster's
+// api profile): each command runs in-process exactly as the binary runs it, and what it prints is compared
+// with golden files under testdata/. Refresh them with `go test ./test/integration/cli/ -update`, never by
+// hand, and read the diff before committing it. Times are compared as offsets from a TrainJob's creation
+// (Normalizer), so golden files hold what the test set, not when it ran.
+package cli
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"fmt"
+	"maps"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/scheme"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
+	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
+	"github.com/kubectl-trainjob/kubectl-trainjob/test/golden"
+)
+
+// apiCluster starts a local cluster of the api profile (etcd, kube-apiserver, CRDs) for one test; its
+// subtests share it, each in a namespace of its own.
+func apiCluster(t *testing.T) *cluster.Cluster {
+	t.Helper()
+	return cluster.StartForTest(t, cluster.Options{Profile: cluster.ProfileAPI})
+}
+
+// adminClient is a client of the cluster administrator with the project's scheme.
+func adminClient(t *testing.T, c *cluster.Cluster) client.Client {
+	t.Helper()
+	cl, err := client.New(c.Config, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
+
+// newNamespace creates a namespace for one test, named after it.
+func newNamespace(t *testing.T, cl client.Client) string {
+	t.Helper()
+	name := strings.ToLower(regexp.MustCompile(`[^a-zA-Z0-9]+`).ReplaceAllString(t.Name(), "-"))
+	if len(name) > 50 {
+		name = name[:50]
+	}
+	name = strings.Trim(name, "-")
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := cl.Create(t.Context(), ns); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+// Result is what one run of a command printed and its exit code.
+type Result struct {
+	Stdout, Stderr string
+	Code           int
+}
+
+// Run runs `kubectl trainjob ARGS…` in-process with the given commands, as the binary's main does: an error is
+// printed as "error: …" on stderr and turned into the exit code. stdin is what the command reads.
+func Run(t *testing.T, stdin string, adders []plugin.CommandAdder, args ...string) Result {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	streams := cmdutil.Streams{In: strings.NewReader(stdin), Out: &out, ErrOut: &errOut}
+	root := plugin.NewRootCommand(cmdutil.NewFactory(), streams, adders...)
+	root.SetArgs(args)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	code := cmdutil.ExitOK
+	if err := root.ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(&errOut, "error:", err)
+		code = cmdutil.ExitCode(err)
+	}
+	return Result{Stdout: out.String(), Stderr: errOut.String(), Code: code}
+}
+
+// String is the result as a golden file holds it.
+func (r Result) String() string {
+	return fmt.Sprintf("exit code: %d\n--- stdout\n%s--- stderr\n%s", r.Code, r.Stdout, r.Stderr)
+}
+
+// AssertGolden compares got with testdata/NAME.golden, or rewrites it under -update (test/golden).
+func AssertGolden(t *testing.T, name, got string) {
+	t.Helper()
+	golden.Assert(t, filepath.Join("testdata", name+".golden"), []byte(got))
+}
+
+// Normalizer makes output that holds server-assigned values comparable across runs: every timestamp becomes
+// its offset from Base ("<T+1m30s>"), and UIDs, resourceVersions and the given strings become placeholders.
+type Normalizer struct {
+	// Base is the time offsets are taken from: usually a TrainJob's creationTimestamp, so that times the
+	// test set relative to it come out the same in every run.
+	Base time.Time
+	// Replace maps literal strings (the kubeconfig path, a namespace) to placeholders.
+	Replace map[string]string
+}
+
+var (
+	rfc3339Re  = regexp.MustCompile(`\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})`)
+	clockRe    = regexp.MustCompile(`\b\d{2}:\d{2}:\d{2}\b`)
+	uidRe      = regexp.MustCompile(`\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b`)
+	rvRe       = regexp.MustCompile(`("resourceVersion":\s*"|resourceVersion: ")\d+"`)
+	rvRawRe    = regexp.MustCompile(`(resourceVersion: )'?\d+'?`)
+	continueRe = regexp.MustCompile(`("continue":\s*")[^"]+"`)
+)
+
+// Normalize applies n to s.
+func (n Normalizer) Normalize(s string) string {
+	// Longer strings first: a namespace "x-b" is not "x" followed by "-b".
+	from := slices.Collect(maps.Keys(n.Replace))
+	slices.SortFunc(from, func(a, b string) int { return cmp.Or(len(b)-len(a), strings.Compare(a, b)) })
+	for _, f := range from {
+		s = strings.ReplaceAll(s, f, n.Replace[f])
+	}
+	s = rfc3339Re.ReplaceAllStringFunc(s, func(m string) string {
+		ts, err := time.Parse(time.RFC3339Nano, m)
+		if err != nil {
+			return m
+		}
+		return n.offset(ts.Sub(n.Base))
+	})
+	s = clockRe.ReplaceAllStringFunc(s, func(m string) string {
+		ts, err := time.ParseInLocation(time.TimeOnly, m, time.Local)
+		if err != nil {
+			return m
+		}
+		b := n.Base.In(time.Local)
+		ts = time.Date(b.Year(), b.Month(), b.Day(), ts.Hour(), ts.Minute(), ts.Second(), 0, time.Local)
+		d := ts.Sub(b.Truncate(time.Second))
+		switch { // the nearest day: output may cross midnight
+		case d > 12*time.Hour:
+			d -= 24 * time.Hour
+		case d < -12*time.Hour:
+			d += 24 * time.Hour
+		}
+		return n.offset(d)
+	})
+	s = uidRe.ReplaceAllString(s, "<uid>")
+	s = rvRe.ReplaceAllString(s, `$1<rv>"`)
+	s = rvRawRe.ReplaceAllString(s, `$1<rv>`)
+	s = continueRe.ReplaceAllString(s, `$1<continue>"`)
+	return s
+}
+
+func (n Normalizer) offset(d time.Duration) string {
+	if d < 0 {
+		return "<T-" + (-d).String() + ">"
+	}
+	return "<T+" + d.String() + ">"
+}

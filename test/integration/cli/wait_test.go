@@ -1,0 +1,108 @@
+package cli
+
+import (
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/wait"
+)
+
+// completeTrainJob is a TrainJob whose JobSet completed.
+func completeTrainJob(f *fixture, name string) *trainer.TrainJob {
+	tj := f.trainJob(name, 1, false)
+	tj.Status = trainer.TrainJobStatus{
+		Conditions: []metav1.Condition{condition(trainer.TrainJobComplete, "AllJobsCompleted", "jobset completed successfully", metav1.ConditionTrue, at(tj, 3*time.Minute))},
+		JobsStatus: []trainer.JobStatus{jobStatus("node", 0, 0, 1, 0)},
+	}
+	f.updateStatus(tj)
+	return tj
+}
+
+// runningTrainJob is a TrainJob whose trainer runs.
+func runningTrainJob(f *fixture, name string) *trainer.TrainJob {
+	tj := f.trainJob(name, 1, false)
+	tj.Status = trainer.TrainJobStatus{JobsStatus: []trainer.JobStatus{jobStatus("node", 1, 1, 0, 0)}}
+	f.updateStatus(tj)
+	return tj
+}
+
+// TestWait waits for stages and conditions, and checks each exit code: 0 reached, 2 Failed instead,
+// 3 timed out, 1 error.
+func TestWait(t *testing.T) {
+	c := apiCluster(t)
+	f := fixtureOn(t, c)
+	done := completeTrainJob(f, "done")
+	failedTrainJob(f, "oom")
+	runningTrainJob(f, "running")
+	n := f.normalizer(done)
+	cmd := []plugin.CommandAdder{wait.NewCmdWait}
+	kube := kubeArgs(c, f.ns)
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"complete", withArgs(kube, "wait", "done", "--for=Complete")},
+		{"stage-any-case", withArgs(kube, "wait", "done", "--for=complete")},
+		{"failed-instead", withArgs(kube, "wait", "oom", "--for=Complete")},
+		{"either-end", withArgs(kube, "wait", "oom", "--for=Complete", "--for=Failed")},
+		{"either-end-comma", withArgs(kube, "wait", "oom", "--for=Complete,Failed")},
+		{"several", withArgs(kube, "wait", "done", "oom", "--for=Complete")},
+		{"condition", withArgs(kube, "wait", "oom", "--for=condition=Suspended=False")},
+		{"training", withArgs(kube, "wait", "running", "--for=Training")},
+		{"timeout", withArgs(kube, "wait", "running", "--for=Complete", "--timeout=1s")},
+		{"unreachable", withArgs(kube, "wait", "done", "--for=Training")},
+		{"delete-gone", withArgs(kube, "wait", "nope", "--for=delete")},
+		{"error-missing", withArgs(kube, "wait", "nope", "--for=Complete")},
+		{"error-no-for", withArgs(kube, "wait", "done")},
+		{"error-bad-for", withArgs(kube, "wait", "done", "--for=Running!")},
+		{"error-bad-status", withArgs(kube, "wait", "done", "--for=condition=Complete=Yes")},
+		{"error-negative-timeout", withArgs(kube, "wait", "done", "--for=Complete", "--timeout=-1s")},
+		{"error-unknown-flag", withArgs(kube, "wait", "done", "--for=Complete", "--until=1h")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			AssertGolden(t, "wait/"+tc.name, n.Normalize(Run(t, "", cmd, tc.args...).String()))
+		})
+	}
+
+	t.Run("becomes-complete", func(t *testing.T) {
+		tj := runningTrainJob(f, "live")
+		run := Start(t, "", cmd, withArgs(kube, "wait", "live", "--for=Complete", "--timeout=2m")...)
+		time.Sleep(500 * time.Millisecond) // let it see the TrainJob Training first
+		tj.Status.Conditions = []metav1.Condition{condition(trainer.TrainJobComplete, "AllJobsCompleted", "jobset completed successfully", metav1.ConditionTrue, at(tj, time.Minute))}
+		f.updateStatus(tj)
+		AssertGolden(t, "wait/becomes-complete", n.Normalize(run.Wait(t).String()))
+	})
+
+	t.Run("becomes-failed", func(t *testing.T) {
+		tj := runningTrainJob(f, "live-fail")
+		run := Start(t, "", cmd, withArgs(kube, "wait", "live-fail", "--for=Complete", "--timeout=2m")...)
+		time.Sleep(500 * time.Millisecond)
+		tj.Status.Conditions = []metav1.Condition{condition(trainer.TrainJobFailed, trainer.TrainJobDeadlineExceededReason, trainer.TrainJobDeadlineExceededMessage, metav1.ConditionTrue, at(tj, time.Minute))}
+		f.updateStatus(tj)
+		AssertGolden(t, "wait/becomes-failed", n.Normalize(run.Wait(t).String()))
+	})
+
+	t.Run("deleted", func(t *testing.T) {
+		tj := runningTrainJob(f, "doomed")
+		run := Start(t, "", cmd, withArgs(kube, "wait", "doomed", "--for=delete", "--timeout=2m")...)
+		time.Sleep(500 * time.Millisecond)
+		if err := f.c.Delete(t.Context(), tj); err != nil {
+			t.Fatal(err)
+		}
+		AssertGolden(t, "wait/deleted", n.Normalize(run.Wait(t).String()))
+	})
+
+	t.Run("deleted-while-waiting", func(t *testing.T) {
+		tj := runningTrainJob(f, "vanishing")
+		run := Start(t, "", cmd, withArgs(kube, "wait", "vanishing", "--for=Complete", "--timeout=2m")...)
+		time.Sleep(500 * time.Millisecond)
+		if err := f.c.Delete(t.Context(), tj); err != nil {
+			t.Fatal(err)
+		}
+		AssertGolden(t, "wait/deleted-while-waiting", n.Normalize(run.Wait(t).String()))
+	})
+}
