@@ -1,0 +1,367 @@
+// Package create is `kubectl trainjob create`: a TrainJob from flags or from a file, checked against the
+// cluster (its runtime must exist) before anything is created, optionally waited for.
+package create
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/printers"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/scheme"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/completion"
+)
+
+const createLong = `Create a TrainJob from flags or from a file.
+
+From flags, NAME and --runtime are required. --runtime NAME is a ClusterTrainingRuntime
+(the API's default kind); trainingruntime/NAME is a TrainingRuntime of the namespace.
+Arguments after -- become the trainer's command. --gpus-per-node and --resources-per-node
+set requests and limits alike, as the Kubeflow SDK does.
+
+The runtime must exist: nothing is created otherwise. With --wait the command returns when
+the TrainJob ends: exit 0 when it is Complete, 2 when it Failed, 3 when --timeout passes
+first. --follow waits too and prints a line at every change of stage.`
+
+const createExample = `  # Four nodes of eight GPUs on the torch-distributed runtime
+  kubectl trainjob create llama --runtime torch-distributed --nodes 4 --gpus-per-node 8 \
+    --image pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime -- torchrun train.py --epochs 3
+
+  # A namespaced TrainingRuntime, queued in Kueue, suspended
+  kubectl trainjob create exp-7 --runtime trainingruntime/my-torch --queue team-a --suspend
+
+  # From a file, then follow the stages until it ends
+  kubectl trainjob create -f trainjob.yaml --follow
+
+  # Print the object without creating it
+  kubectl trainjob create llama --runtime torch-distributed --dry-run=client -o yaml`
+
+// Dry-run strategies, as kubectl spells them.
+const (
+	dryRunNone   = "none"
+	dryRunClient = "client"
+	dryRunServer = "server"
+)
+
+// CreateOptions are the options of `kubectl trainjob create`.
+type CreateOptions struct {
+	Filename string
+	DryRun   string
+	Wait     bool
+	Follow   bool
+	Timeout  time.Duration
+
+	PrintFlags *genericclioptions.PrintFlags
+	// Clock stamps the lines --follow prints.
+	Clock clock.PassiveClock
+
+	spec           spec
+	nodes          int32
+	gpusPerNode    int64
+	namespaceGiven bool
+	color          bool
+	printer        printers.ResourcePrinter
+	client         client.WithWatch
+	stdin          io.Reader
+
+	cmdutil.Streams
+}
+
+// NewCreateOptions returns the defaults of the flags.
+func NewCreateOptions(streams cmdutil.Streams) *CreateOptions {
+	return &CreateOptions{
+		Streams:    streams,
+		DryRun:     dryRunNone,
+		PrintFlags: genericclioptions.NewPrintFlags("created").WithTypeSetter(scheme.New()),
+		Clock:      clock.RealClock{},
+	}
+}
+
+// NewCmdCreate is `kubectl trainjob create`.
+func NewCmdCreate(f *cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
+	return NewCmdCreateWithOptions(f, NewCreateOptions(streams))
+}
+
+// NewCmdCreateWithOptions is `kubectl trainjob create` with preset options (a pinned clock in tests).
+func NewCmdCreateWithOptions(f *cmdutil.Factory, o *CreateOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:                   "create NAME --runtime RUNTIME [flags] [-- COMMAND [ARG...]] | create -f FILE",
+		DisableFlagsInUseLine: true,
+		Aliases:               []string{"submit"},
+		Short:                 "Create a TrainJob from flags or from a file",
+		Long:                  createLong,
+		Example:               createExample,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.Complete(f, cmd, args); err != nil {
+				return err
+			}
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	s := &o.spec
+	fl := cmd.Flags()
+	fl.StringVarP(&s.runtime, "runtime", "r", "", "Runtime: NAME of a ClusterTrainingRuntime, or trainingruntime/NAME")
+	fl.StringVar(&s.image, "image", "", "Image of the trainer container")
+	fl.Int32Var(&o.nodes, "nodes", 0, "Number of training nodes (default: the runtime's)")
+	fl.Int64Var(&o.gpusPerNode, "gpus-per-node", 0, "nvidia.com/gpu requested and limited per node")
+	fl.StringVar(&s.resourcesPerNode, "resources-per-node", "", "Resources requested and limited per node, e.g. cpu=4,memory=16Gi,nvidia.com/gpu=8")
+	fl.StringArrayVar(&s.env, "env", nil, "Environment variable of the trainer, NAME=VALUE (repeatable)")
+	fl.StringVar(&s.datasetURI, "dataset-uri", "", "storageUri of the dataset initializer, e.g. hf://tatsu-lab/alpaca")
+	fl.StringVar(&s.modelURI, "model-uri", "", "storageUri of the model initializer, e.g. hf://meta-llama/Llama-3.2-1B-Instruct")
+	fl.BoolVar(&s.suspend, "suspend", false, "Create the TrainJob suspended")
+	fl.StringArrayVar(&s.labels, "label", nil, "Label of the TrainJob, KEY=VALUE (repeatable)")
+	fl.StringArrayVar(&s.annotations, "annotation", nil, "Annotation of the TrainJob, KEY=VALUE (repeatable)")
+	fl.StringVar(&s.queue, "queue", "", "Kueue LocalQueue (sets the label "+QueueLabel+")")
+	fl.StringVarP(&o.Filename, "filename", "f", "", "File with one TrainJob, or - for stdin")
+	fl.StringVar(&o.DryRun, "dry-run", o.DryRun, `"none", "client" (print the object, send nothing) or "server" (the API server checks it, nothing is stored)`)
+	fl.Lookup("dry-run").NoOptDefVal = dryRunClient
+	fl.BoolVar(&o.Wait, "wait", false, "Wait until the TrainJob is Complete (exit 0) or Failed (exit 2)")
+	fl.BoolVar(&o.Follow, "follow", false, "Wait, printing a line at every change of stage")
+	fl.DurationVar(&o.Timeout, "timeout", 0, "With --wait or --follow: give up after this long (exit 3); 0 waits for ever")
+	o.PrintFlags.AddFlags(cmd)
+	_ = cmd.RegisterFlagCompletionFunc("runtime", completion.RuntimeNames(f))
+	_ = cmd.RegisterFlagCompletionFunc("dry-run", cobra.FixedCompletions([]string{dryRunNone, dryRunClient, dryRunServer}, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.MarkFlagFilename("filename", "yaml", "yml", "json")
+	return cmd
+}
+
+// Complete resolves the namespace, the client, NAME and the trainer command after --.
+func (o *CreateOptions) Complete(f *cmdutil.Factory, cmd *cobra.Command, args []string) error {
+	if dash := cmd.ArgsLenAtDash(); dash >= 0 {
+		o.spec.command, args = args[dash:], args[:dash]
+		if len(o.spec.command) == 0 {
+			return errors.New("nothing after --: give the trainer's command, e.g. -- torchrun train.py")
+		}
+	}
+	switch {
+	case len(args) > 1:
+		return fmt.Errorf("too many arguments %q: give one NAME (the trainer's command goes after --)", args)
+	case len(args) == 1:
+		o.spec.name = args[0]
+	case o.Filename == "":
+		return errors.New("give a NAME and --runtime, or -f FILE; see kubectl trainjob create --help")
+	}
+	if cmd.Flags().Changed("nodes") {
+		o.spec.nodes = ptr.To(o.nodes)
+	}
+	if cmd.Flags().Changed("gpus-per-node") {
+		o.spec.gpusPerNode = ptr.To(o.gpusPerNode)
+	}
+	if o.Filename != "" {
+		for _, name := range []string{"runtime", "image", "nodes", "gpus-per-node", "resources-per-node", "env", "dataset-uri", "model-uri", "suspend", "label", "annotation", "queue"} {
+			if cmd.Flags().Changed(name) {
+				return fmt.Errorf("--%s cannot be combined with -f: set it in the file", name)
+			}
+		}
+		if o.spec.command != nil {
+			return errors.New("a command after -- cannot be combined with -f: set spec.trainer.command in the file")
+		}
+	}
+	var err error
+	if o.spec.namespace, o.namespaceGiven, err = f.Namespace(); err != nil {
+		return err
+	}
+	o.stdin = o.In
+	o.color = f.UseColor(o.Out)
+	switch o.DryRun {
+	case dryRunClient:
+		err = o.PrintFlags.Complete("%s (dry run)")
+	case dryRunServer:
+		err = o.PrintFlags.Complete("%s (server dry run)")
+	}
+	if err != nil {
+		return err
+	}
+	if o.printer, err = o.PrintFlags.ToPrinter(); err != nil {
+		return err
+	}
+	o.client, err = f.Client()
+	return err
+}
+
+// Validate rejects flags that contradict each other. The TrainJob's own fields are checked when it is built.
+func (o *CreateOptions) Validate() error {
+	switch o.DryRun {
+	case dryRunNone, dryRunClient, dryRunServer:
+	default:
+		return fmt.Errorf("invalid --dry-run %q: use none, client or server", o.DryRun)
+	}
+	waits := o.Wait || o.Follow
+	if waits && o.DryRun != dryRunNone {
+		return errors.New("--wait and --follow need a TrainJob that is created: drop --dry-run")
+	}
+	if o.Timeout != 0 && !waits {
+		return errors.New("--timeout applies to --wait and --follow: add one of them")
+	}
+	if o.Timeout < 0 {
+		return fmt.Errorf("invalid --timeout %s: use a positive duration like 30m", o.Timeout)
+	}
+	if out := ptr.Deref(o.PrintFlags.OutputFormat, ""); o.Follow && out != "" && out != "name" {
+		return fmt.Errorf("--follow prints a line per stage: it cannot be combined with -o %s (use --wait)", out)
+	}
+	return nil
+}
+
+// Run builds the TrainJob, checks its runtime, creates it and waits when asked.
+func (o *CreateOptions) Run(ctx context.Context) error {
+	tj, err := o.trainJob()
+	if err != nil {
+		return err
+	}
+	if err := o.checkRuntime(ctx, tj); err != nil {
+		return err
+	}
+	switch o.DryRun {
+	case dryRunServer:
+		err = o.client.Create(ctx, tj, client.DryRunAll)
+	case dryRunNone:
+		err = o.client.Create(ctx, tj)
+	}
+	if err != nil {
+		return createError(err, tj)
+	}
+	if err := o.printer.PrintObj(tj, o.Out); err != nil {
+		return err
+	}
+	if o.Wait || o.Follow {
+		return o.wait(ctx, tj.Namespace, tj.Name)
+	}
+	return nil
+}
+
+// trainJob is the TrainJob of the flags or of the file.
+func (o *CreateOptions) trainJob() (*trainer.TrainJob, error) {
+	if o.Filename == "" {
+		return o.spec.trainJob()
+	}
+	data, err := o.read()
+	if err != nil {
+		return nil, err
+	}
+	return decodeTrainJob(data, o.Filename, o.spec.name, o.spec.namespace, o.namespaceGiven)
+}
+
+func (o *CreateOptions) read() ([]byte, error) {
+	if o.Filename == "-" {
+		return io.ReadAll(o.stdin)
+	}
+	data, err := os.ReadFile(o.Filename)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read -f %s: %w", o.Filename, errors.Unwrap(err))
+	}
+	return data, nil
+}
+
+// decodeTrainJob decodes one TrainJob, strictly (a misspelt field is an error), and gives it name and
+// namespace as kubectl would.
+func decodeTrainJob(data []byte, filename, name, namespace string, namespaceGiven bool) (*trainer.TrainJob, error) {
+	docs := 0
+	for doc := range strings.SplitSeq("\n"+string(data), "\n---") {
+		if strings.TrimSpace(stripComments(doc)) != "" {
+			docs++
+		}
+	}
+	if docs != 1 {
+		return nil, fmt.Errorf("%s holds %d objects: give a file with exactly one TrainJob", filename, docs)
+	}
+	codecs := serializer.NewCodecFactory(scheme.New(), serializer.EnableStrict)
+	obj, gvk, err := codecs.UniversalDeserializer().Decode(data, nil, nil)
+	if err != nil {
+		return nil, fmt.Errorf("cannot decode %s: %v", filename, err)
+	}
+	tj, ok := obj.(*trainer.TrainJob)
+	if !ok {
+		return nil, fmt.Errorf("%s holds a %s: give a file with one TrainJob (%s)", filename, gvk.Kind, trainer.GroupVersion)
+	}
+	if name != "" {
+		tj.Name = name
+	}
+	if tj.Name == "" && tj.GenerateName == "" {
+		return nil, fmt.Errorf("the TrainJob in %s has no metadata.name: set it, or give NAME", filename)
+	}
+	switch {
+	case tj.Namespace == "":
+		tj.Namespace = namespace
+	case namespaceGiven && tj.Namespace != namespace:
+		return nil, fmt.Errorf("the namespace of the TrainJob in %s (%q) does not match --namespace %q: drop one of them", filename, tj.Namespace, namespace)
+	}
+	if tj.Spec.RuntimeRef.Name == "" {
+		return nil, fmt.Errorf("the TrainJob in %s has no spec.runtimeRef.name; list runtimes with: kubectl trainjob runtimes", filename)
+	}
+	return tj, nil
+}
+
+func stripComments(doc string) string {
+	var b strings.Builder
+	for line := range strings.Lines(doc) {
+		if !strings.HasPrefix(strings.TrimSpace(line), "#") {
+			b.WriteString(line)
+		}
+	}
+	return b.String()
+}
+
+// checkRuntime makes sure the TrainJob's runtime exists. A user who may not read ClusterTrainingRuntimes gets
+// a warning and the TrainJob is created: the operator will say if the runtime is missing.
+func (o *CreateOptions) checkRuntime(ctx context.Context, tj *trainer.TrainJob) error {
+	ref := tj.Spec.RuntimeRef
+	kind := ptr.Deref(ref.Kind, trainer.ClusterTrainingRuntimeKind)
+	var err error
+	switch kind {
+	case trainer.ClusterTrainingRuntimeKind:
+		err = o.client.Get(ctx, client.ObjectKey{Name: ref.Name}, &trainer.ClusterTrainingRuntime{})
+	case trainer.TrainingRuntimeKind:
+		err = o.client.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: ref.Name}, &trainer.TrainingRuntime{})
+	default:
+		return fmt.Errorf("unknown runtimeRef.kind %q: use %s or %s", kind, trainer.ClusterTrainingRuntimeKind, trainer.TrainingRuntimeKind)
+	}
+	switch {
+	case err == nil:
+		return nil
+	case apierrors.IsForbidden(err):
+		fmt.Fprintf(o.ErrOut, "warning: cannot check that %s %q exists: %v\n", strings.ToLower(kind), ref.Name, err)
+		return nil
+	case !apierrors.IsNotFound(err):
+		return err
+	}
+	msg := fmt.Sprintf("%s %q not found", strings.ToLower(kind), ref.Name)
+	if kind == trainer.TrainingRuntimeKind {
+		msg += fmt.Sprintf(" in namespace %q", tj.Namespace)
+	} else if o.client.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: ref.Name}, &trainer.TrainingRuntime{}) == nil {
+		msg += fmt.Sprintf(" (namespace %q has a trainingruntime of that name: use --runtime %s%s)", tj.Namespace, completion.RuntimeKindPrefix, ref.Name)
+	}
+	return errors.New(msg + "; list runtimes with: kubectl trainjob runtimes")
+}
+
+// createError turns a refused create into one line.
+func createError(err error, tj *trainer.TrainJob) error {
+	switch {
+	case apierrors.IsAlreadyExists(err):
+		return fmt.Errorf("trainjob %q already exists in namespace %q: choose another name, or delete it with: kubectl trainjob delete %s", tj.Name, tj.Namespace, tj.Name)
+	case apierrors.IsInvalid(err), apierrors.IsForbidden(err):
+		var status apierrors.APIStatus
+		if errors.As(err, &status) {
+			return errors.New(status.Status().Message)
+		}
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("namespace %q not found: create it, or choose another with -n", tj.Namespace)
+	}
+	return err
+}

@@ -1,0 +1,377 @@
+package logs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/stage"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
+)
+
+// follower follows the logs of a TrainJob until it is terminal. One goroutine (run) watches the TrainJob and
+// its pods and decides; every container read has a goroutine of its own (followedTail.run) that it signals.
+// The design is stern's: re-target on a new pod or a restarted container, resume from the last timestamp.
+type follower struct {
+	o      *LogsOptions
+	out    *printer
+	plan   *plan
+	prefix bool
+	pods   map[types.UID]*corev1.Pod
+	tails  map[tailKey]*followedTail
+	warned map[string]bool
+	active atomic.Int32
+	tailWG sync.WaitGroup // the tails' goroutines
+	infWG  sync.WaitGroup // the informers' goroutines
+}
+
+type tailKey struct {
+	pod       types.UID
+	container string
+}
+
+func newFollower(o *LogsOptions) *follower {
+	return &follower{
+		o:      o,
+		out:    &printer{out: o.Out, timestamps: o.Timestamps},
+		pods:   map[types.UID]*corev1.Pod{},
+		tails:  map[tailKey]*followedTail{},
+		warned: map[string]bool{},
+	}
+}
+
+// event is what the watches report: a pod or the TrainJob, added, changed or deleted.
+type event struct {
+	obj     runtime.Object
+	deleted bool
+}
+
+func (f *follower) run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer func() {
+		cancel()
+		f.tailWG.Wait()
+		f.infWG.Wait()
+	}()
+	events := make(chan event, 256)
+	f.watch(ctx, events)
+
+	for {
+		var ev event
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case ev = <-events:
+		}
+		switch obj := ev.obj.(type) {
+		case *trainer.TrainJob:
+			if ev.deleted {
+				return fmt.Errorf("TrainJob %s was deleted", f.o.Name)
+			}
+			if err := f.resolvePlan(ctx); err != nil {
+				return err
+			}
+			if stage.Of(obj).Terminal() {
+				return f.finish(ctx, obj)
+			}
+		case *corev1.Pod:
+			if ev.deleted {
+				delete(f.pods, obj.UID)
+			} else {
+				f.pods[obj.UID] = obj
+			}
+			if err := f.resolvePlan(ctx); err != nil {
+				return err
+			}
+			if f.plan != nil {
+				if err := f.pod(ctx, obj, ev.deleted); err != nil {
+					return err
+				}
+			}
+		}
+	}
+}
+
+// watch starts informers on the TrainJob and on its pods that send what they see to events.
+func (f *follower) watch(ctx context.Context, events chan<- event) {
+	send := func(obj any, deleted bool) {
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		o, ok := obj.(runtime.Object)
+		if !ok {
+			return
+		}
+		select {
+		case events <- event{obj: o, deleted: deleted}:
+		case <-ctx.Done():
+		}
+	}
+	handler := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { send(obj, false) },
+		UpdateFunc: func(_, obj any) { send(obj, false) },
+		DeleteFunc: func(obj any) { send(obj, true) },
+	}
+	ns, cl, cs := f.o.Namespace, f.o.client, f.o.clientset
+	byName := fields.OneTermEqualSelector("metadata.name", f.o.Name)
+	trainJobs := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			list := &trainer.TrainJobList{}
+			err := cl.List(ctx, list, &client.ListOptions{Namespace: ns, FieldSelector: byName, Raw: &opts})
+			return list, err
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			return cl.Watch(ctx, &trainer.TrainJobList{}, &client.ListOptions{Namespace: ns, FieldSelector: byName, Raw: &opts})
+		},
+	}
+	pods := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			opts.LabelSelector = podSelector(f.o.Name)
+			return cs.CoreV1().Pods(ns).List(ctx, opts)
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			opts.LabelSelector = podSelector(f.o.Name)
+			return cs.CoreV1().Pods(ns).Watch(ctx, opts)
+		},
+	}
+	for _, lw := range []struct {
+		lw  cache.ListerWatcher
+		obj runtime.Object
+	}{{pods, &corev1.Pod{}}, {trainJobs, &trainer.TrainJob{}}} {
+		_, informer := cache.NewInformerWithOptions(cache.InformerOptions{ListerWatcher: lw.lw, ObjectType: lw.obj, Handler: handler})
+		f.infWG.Go(func() { informer.RunWithContext(ctx) })
+	}
+}
+
+// resolvePlan makes the plan once the TrainJob's JobSet exists, and then reads the pods seen so far.
+func (f *follower) resolvePlan(ctx context.Context) error {
+	if f.plan != nil {
+		return nil
+	}
+	js := &jobsetv1alpha2.JobSet{}
+	if err := f.o.client.Get(ctx, client.ObjectKey{Namespace: f.o.Namespace, Name: f.o.Name}, js); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	}
+	p, err := newPlan(f.o.sel, f.o.Name, js)
+	if err != nil {
+		return err
+	}
+	n, known := p.streams()
+	if known && n > f.o.MaxLogRequests {
+		return tooManyStreams(n, f.o.MaxLogRequests)
+	}
+	f.plan, f.prefix = p, f.o.usePrefix(n, known)
+	for _, pod := range f.pods {
+		if err := f.pod(ctx, pod, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func tooManyStreams(n, limit int) error {
+	return fmt.Errorf("you are attempting to follow %d log streams, but maximum allowed concurrency is %d, use --max-log-requests to increase the limit", n, limit)
+}
+
+// pod starts, signals or ends the reading of a pod's container after a change of the pod.
+func (f *follower) pod(ctx context.Context, pod *corev1.Pod, deleted bool) error {
+	t, ok := f.plan.match(pod)
+	if !ok {
+		return nil
+	}
+	name, err := containerOf(pod, t.step.container, f.o.Container != "")
+	if err != nil {
+		if !f.warned[pod.Name] {
+			f.warned[pod.Name] = true
+			fmt.Fprintf(f.o.ErrOut, "warning: %v\n", err)
+		}
+		return nil
+	}
+	key := tailKey{pod.UID, name}
+	ft := f.tails[key]
+	if deleted {
+		if ft != nil {
+			ft.signal(sigFinish)
+		}
+		return nil
+	}
+	st := containerStatus(pod, name)
+	if !started(st) {
+		return nil
+	}
+	if ft == nil {
+		if _, known := f.plan.streams(); !known && int(f.active.Load()) >= f.o.MaxLogRequests {
+			return tooManyStreams(int(f.active.Load())+1, f.o.MaxLogRequests)
+		}
+		ft = &followedTail{
+			tail:     newTail(f.o.clientset, f.o.Namespace, pod.Name, name, f.o.prefix(f.prefix, pod.Name, name), f.out, f.o.sinceSeconds(), f.o.tailLines()),
+			restarts: st.RestartCount,
+			signals:  make(chan signal, 8),
+			errOut:   f.o.ErrOut,
+		}
+		f.tails[key] = ft
+		f.active.Add(1)
+		f.tailWG.Go(func() {
+			defer f.active.Add(-1)
+			ft.run(ctx, f.o.RetryInterval)
+		})
+	} else if st.RestartCount > ft.restarts {
+		ft.restarts = st.RestartCount
+		ft.signal(sigRestart)
+	}
+	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		ft.signal(sigFinish)
+	}
+	return nil
+}
+
+// finish reads what is left of every log once the TrainJob is terminal, and returns its outcome.
+func (f *follower) finish(ctx context.Context, tj *trainer.TrainJob) error {
+	if err := f.resolvePlan(ctx); err != nil {
+		return err
+	}
+	if f.plan != nil {
+		// The pod watch may lag behind the TrainJob's: take the pods as they are now.
+		var pods corev1.PodList
+		if err := f.o.client.List(ctx, &pods, client.InNamespace(f.o.Namespace), client.MatchingLabels{jobsetv1alpha2.JobSetNameKey: f.o.Name}); err != nil {
+			return err
+		}
+		for i := range pods.Items {
+			if err := f.pod(ctx, &pods.Items[i], false); err != nil {
+				return err
+			}
+		}
+	}
+	for _, ft := range f.tails {
+		ft.signal(sigFinish)
+	}
+	f.tailWG.Wait()
+	if stage.Of(tj) == stage.Failed {
+		msg := "TrainJob " + tj.Name + " Failed"
+		if c := meta.FindStatusCondition(tj.Status.Conditions, trainer.TrainJobFailed); c != nil && (c.Reason != "" || c.Message != "") {
+			msg += ": " + c.Reason
+			if c.Message != "" {
+				msg += ": " + c.Message
+			}
+		}
+		return cmdutil.WithExitCode(cmdutil.ExitFailed, errors.New(msg))
+	}
+	return nil
+}
+
+type signal int
+
+const (
+	// sigRestart: the container restarted; read the rest of the run that ended, then follow the new one.
+	sigRestart signal = iota
+	// sigFinish: nothing more will be written (the pod ended, or the TrainJob did); read the rest and stop.
+	sigFinish
+)
+
+// followedTail is a tail that the follower signals.
+type followedTail struct {
+	*tail
+	restarts  int32 // the restart count of the container last seen by the follower
+	finishing bool  // sigFinish was sent
+
+	signals chan signal
+	errOut  interface{ Write([]byte) (int, error) }
+
+	mu      sync.Mutex
+	cancel  context.CancelFunc // ends the follow stream being read
+	lastErr string
+}
+
+// signal tells the tail's goroutine what happened and ends the stream it is following. Only the follower's
+// goroutine calls it.
+func (ft *followedTail) signal(s signal) {
+	if ft.finishing {
+		return
+	}
+	ft.finishing = s == sigFinish
+	ft.signals <- s
+	ft.mu.Lock()
+	if ft.cancel != nil {
+		ft.cancel()
+	}
+	ft.mu.Unlock()
+}
+
+// run follows the container until it is signalled to finish. Reads that end without a signal (a disconnect,
+// or a kubelet closing the stream of a container that exited) are re-opened after retry.
+func (ft *followedTail) run(ctx context.Context, retry time.Duration) {
+	for {
+		streamCtx, cancel := context.WithCancel(ctx)
+		ft.mu.Lock()
+		ft.cancel = cancel
+		ft.mu.Unlock()
+		// A signal sent before cancel was set would not end the stream: look before following.
+		select {
+		case s := <-ft.signals:
+			cancel()
+			if ft.handle(ctx, s) {
+				return
+			}
+			continue
+		default:
+		}
+		err := ft.read(streamCtx, true, false)
+		cancel()
+		if err != nil && streamCtx.Err() == nil {
+			ft.warn(err)
+		}
+		select {
+		case s := <-ft.signals:
+			if ft.handle(ctx, s) {
+				return
+			}
+		case <-time.After(retry):
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// handle acts on a signal and tells whether the tail is done.
+func (ft *followedTail) handle(ctx context.Context, s signal) bool {
+	switch s {
+	case sigRestart:
+		if err := ft.read(ctx, false, true); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsBadRequest(err) {
+			ft.warn(err)
+		}
+		return false
+	default:
+		if err := ft.read(ctx, false, false); err != nil && !apierrors.IsNotFound(err) {
+			ft.warn(err)
+		}
+		return true
+	}
+}
+
+// warn reports a failed read once until another error comes.
+func (ft *followedTail) warn(err error) {
+	if err.Error() == ft.lastErr {
+		return
+	}
+	ft.lastErr = err.Error()
+	fmt.Fprintf(ft.errOut, "warning: pod %s container %s: %v\n", ft.pod, ft.container, err)
+}
