@@ -71,7 +71,9 @@ func (r *TrainJobReconciler) SetupWithManager(mgr manager.Manager) error {
 	b := builder.ControllerManagedBy(mgr).
 		Named(TrainJobControllerName).
 		For(&trainer.TrainJob{}).
-		Owns(&corev1.ConfigMap{}, builder.OnlyMetadata, builder.WithPredicates(snapshotDeleted))
+		// Not metadata only: the snapshot is read from the structured cache,
+		// which must have seen the deletion when the reconcile runs.
+		Owns(&corev1.ConfigMap{}, builder.WithPredicates(snapshotDeleted))
 	for _, rb := range r.framework.ReconcilerBuilders() {
 		b = rb(b, mgr.GetClient(), mgr.GetCache())
 	}
@@ -126,7 +128,12 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, tj *trainer.TrainJob
 	setSuspended(u)
 	errs = append(errs, r.postExecution(ctx, u, applied || buildFailed))
 	requeueAfter := r.enforceDeadline(ctx, u)
-	errs = append(errs, r.writeStatus(ctx, u))
+	if err := r.writeStatus(ctx, u); errors.Is(err, errStaleTrainJob) {
+		log.FromContext(ctx).V(2).Info("Status not written: the TrainJob changed meanwhile")
+		return reconcile.Result{}, nil
+	} else if err != nil {
+		errs = append(errs, err)
+	}
 	r.stages.observe(u.tj, u.now.Time)
 	if err := errors.Join(errs...); err != nil {
 		return reconcile.Result{}, err
@@ -291,22 +298,38 @@ func (r *TrainJobReconciler) enforceDeadline(ctx context.Context, u *statusUpdat
 
 // writeStatus merge-patches the status when the reconcile changed it, then
 // records the events: one per condition transition once the status is
-// written, and the warnings in any case.
+// written, and the warnings in any case. The patch fails if the TrainJob
+// changed since it was read: the status was computed from a stale copy
+// (the cache had not seen the last write yet), and writing it would record
+// the same transitions twice. It then returns errStaleTrainJob: the change
+// that made the copy stale is on its way to the cache, and brings the
+// TrainJob back to the work queue.
 func (r *TrainJobReconciler) writeStatus(ctx context.Context, u *statusUpdate) error {
 	var events []trainJobEvent
-	var err error
 	if u.changed() {
 		transitions := u.transitions()
-		if err = r.client.Status().Patch(ctx, u.tj, client.MergeFrom(u.orig)); err != nil {
-			err = fmt.Errorf("patch TrainJob status: %w", err)
-		} else {
-			events = transitions
+		err := r.client.Status().Patch(ctx, u.tj, client.MergeFromWithOptions(u.orig, client.MergeFromWithOptimisticLock{}))
+		switch {
+		case apierrors.IsConflict(err):
+			return errStaleTrainJob
+		case err != nil:
+			r.record(u.orig, u.events)
+			return fmt.Errorf("patch TrainJob status: %w", err)
 		}
+		events = transitions
 	}
-	for _, e := range append(events, u.events...) {
-		r.recorder.Eventf(u.orig, nil, e.Type, e.Reason, e.Action, "%s", eventNote(e.Note))
+	r.record(u.orig, append(events, u.events...))
+	return nil
+}
+
+// errStaleTrainJob reports a reconcile of a TrainJob older than the one the
+// API server holds; the newer one is reconciled when the cache gets it.
+var errStaleTrainJob = errors.New("the TrainJob changed during the reconcile")
+
+func (r *TrainJobReconciler) record(tj *trainer.TrainJob, events []trainJobEvent) {
+	for _, e := range events {
+		r.recorder.Eventf(tj, nil, e.Type, e.Reason, e.Action, "%s", eventNote(e.Note))
 	}
-	return err
 }
 
 // stageClock remembers the stage of every TrainJob and since when, to time

@@ -1,0 +1,141 @@
+package operator_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+
+	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/controller"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/metrics"
+	"github.com/kubectl-trainjob/kubectl-trainjob/test/integration/operator/internal/optest"
+)
+
+// buildErrors reads trainjob_build_errors_total{plugin}, 0 when absent.
+func buildErrors(ctx context.Context, plugin string) (float64, error) {
+	families, err := scrape(ctx)
+	if err != nil {
+		return 0, err
+	}
+	m, err := sample(families, metrics.BuildErrorsName, map[string]string{"plugin": plugin})
+	if err != nil {
+		return 0, nil
+	}
+	return m.GetCounter().GetValue(), nil
+}
+
+// TestBuildFailure: a runtime the Build phase cannot run — here one changed
+// after the TrainJob was admitted, which the TrainJob sees once its
+// snapshot is taken again — leaves the TrainJob ComponentsCreated=False
+// (JobsBuildFailed) with the plugin's error, events and a counted build
+// error; the operator keeps working, and the TrainJob recovers once the
+// runtime is fixed.
+func TestBuildFailure(t *testing.T) {
+	ns := optest.NewNamespace(t, env.Client)
+	rt := createTrainingRuntime(t, ns, "torch", torchSpec())
+	tj := newTrainJob(ns, "alpha", trainer.TrainingRuntimeKind, "torch")
+	create(t, tj)
+	jobSetOf(t, tj)
+	trainJobMatches(t, tj, "components created", hasConditions(componentsCreated))
+	before, err := buildErrors(t.Context(), "Torch")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	setEnvInjection := func(containers ...string) {
+		optest.Eventually(t, "update the runtime", func(ctx context.Context) error {
+			if err := optest.Get(ctx, env.Client, key(rt), rt); err != nil {
+				return err
+			}
+			rt.Spec.MLPolicy.Torch.EnvInjection = nil
+			if len(containers) > 0 {
+				rt.Spec.MLPolicy.Torch.EnvInjection = &trainer.EnvInjection{Targets: []trainer.EnvInjectionTarget{{JobName: trainer.Node, ContainerNames: containers}}}
+			}
+			return env.Client.Update(ctx, rt)
+		})
+		deleteSnapshot(t, tj)
+	}
+	setEnvInjection("sidecar")
+
+	const cause = `EnforceMLPolicy plugin Torch: envInjection target podSet "node" container "sidecar" not found in runtime template`
+	buildFailed := condition{trainer.TrainJobComponentsCreated, "False", trainer.TrainJobJobsBuildFailedReason, "Failed to build TrainJob components: " + cause}
+	trainJobMatches(t, tj, "JobsBuildFailed", hasConditions(buildFailed))
+	wantEvents(t, tj,
+		event{corev1.EventTypeWarning, trainer.TrainJobJobsBuildFailedReason, trainer.TrainJobComponentsCreated, buildFailed.Message},
+		event{corev1.EventTypeWarning, controller.ReasonResourcesCreationFailed, controller.ActionReconciling, "TrainJob resources reconciliation failed: " + cause},
+	)
+	optest.Eventually(t, "the build error is counted", func(ctx context.Context) error {
+		after, err := buildErrors(ctx, "Torch")
+		if err != nil {
+			return err
+		}
+		if after <= before {
+			return fmt.Errorf("%s{plugin=Torch} = %v, want more than %v", metrics.BuildErrorsName, after, before)
+		}
+		return nil
+	})
+	optest.Consistently(t, "the operator keeps running and ready", func(ctx context.Context) error {
+		select {
+		case <-op.Done():
+			return fmt.Errorf("the operator stopped")
+		default:
+		}
+		return op.Ready(ctx)
+	})
+	other := newTrainJob(ns, "beta", trainer.TrainingRuntimeKind, "torch-ok")
+	createTrainingRuntime(t, ns, "torch-ok", torchSpec())
+	create(t, other)
+	trainJobMatches(t, other, "another TrainJob is reconciled", hasConditions(componentsCreated))
+
+	setEnvInjection()
+	trainJobMatches(t, tj, "the TrainJob recovers once the runtime is fixed", hasConditions(componentsCreated))
+	wantEvents(t, tj, event{corev1.EventTypeNormal, trainer.TrainJobJobsCreatedReason, trainer.TrainJobComponentsCreated, componentsCreated.Message})
+}
+
+// TestMissingRuntime: a TrainJob whose runtime is gone when its snapshot
+// must be taken reports it in ComponentsCreated, counted as a runtime
+// build error.
+func TestMissingRuntime(t *testing.T) {
+	ns := optest.NewNamespace(t, env.Client)
+	rt := createClusterTrainingRuntime(t, "gone", torchSpec(), nil)
+	tj := newTrainJob(ns, "alpha", trainer.ClusterTrainingRuntimeKind, rt.Name)
+	tj.Spec.Suspend = ptr.To(true)
+	create(t, tj)
+	trainJobMatches(t, tj, "Suspended", hasConditions(componentsCreated, suspended))
+	before, err := buildErrors(t.Context(), metrics.RuntimePlugin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Delete(t.Context(), rt); err != nil {
+		t.Fatal(err)
+	}
+	optest.Eventually(t, "the runtime is gone", func(ctx context.Context) error {
+		return optest.Absent(ctx, env.Client, key(rt), &trainer.ClusterTrainingRuntime{})
+	})
+	deleteSnapshot(t, tj)
+	message := fmt.Sprintf(`Failed to build TrainJob components: not found ClusterTrainingRuntime specified in TrainJob: clustertrainingruntimes.trainer.kubeflow.org %q not found`, rt.Name)
+	trainJobMatches(t, tj, "JobsBuildFailed", hasConditions(suspended,
+		condition{trainer.TrainJobComponentsCreated, "False", trainer.TrainJobJobsBuildFailedReason, message}))
+	optest.Eventually(t, "the build error is counted", func(ctx context.Context) error {
+		after, err := buildErrors(ctx, metrics.RuntimePlugin)
+		if err != nil {
+			return err
+		}
+		if after <= before {
+			return fmt.Errorf("%s{plugin=runtime} = %v, want more than %v", metrics.BuildErrorsName, after, before)
+		}
+		return nil
+	})
+}
+
+func deleteSnapshot(t testing.TB, tj *trainer.TrainJob) {
+	t.Helper()
+	cm := &corev1.ConfigMap{}
+	cm.Namespace, cm.Name = tj.Namespace, tj.Name+controller.RuntimeSnapshotSuffix
+	if err := env.Client.Delete(t.Context(), cm); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,322 @@
+// Package optest runs the operator in-process against the local cluster's
+// API server (test/cluster, api profile) for the operator's integration
+// tests: one API server per test package (Main), operators started and
+// stopped at will (StartOperator), its webhooks reachable from the API
+// server by URL (InstallWebhooks), and deadline-bound polling (Eventually,
+// Consistently). There is no JobSet controller: tests write JobSet status
+// themselves, as upstream's integration tests do.
+package optest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/config"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline/plugins"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/scheme"
+	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
+)
+
+// Namespace is the operator's namespace in the tests, as in config/default.
+const Namespace = config.DefaultNamespace
+
+// Polling bounds. The machine running the tests may be busy; waits are
+// generous, and Consistently checks a bounded window.
+const (
+	Timeout         = 30 * time.Second
+	Interval        = 100 * time.Millisecond
+	ConsistentlyFor = 2 * time.Second
+)
+
+// Env is one test package's cluster.
+type Env struct {
+	Cluster   *cluster.Cluster
+	Client    client.Client
+	Clientset kubernetes.Interface
+	// LogDir holds the components' logs and operator.log; it is kept when a
+	// test fails.
+	LogDir string
+}
+
+// Main starts an API server, runs setup, then the tests, and stops
+// everything; it returns the exit code for os.Exit. The logs are kept (and
+// their folder printed) when the tests fail.
+func Main(m *testing.M, setup func(ctx context.Context, env *Env) error) int {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	logDir, err := os.MkdirTemp("", "trainjob-operator-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := setLogger(filepath.Join(logDir, "operator.log")); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	begin := time.Now()
+	c, err := cluster.Start(ctx, cluster.Options{Profile: cluster.ProfileAPI, LogDir: logDir})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%v\nlogs in %s\n", err, logDir)
+		return 1
+	}
+	fmt.Fprintf(os.Stderr, "API server started in %v; logs in %s\n", time.Since(begin).Round(time.Millisecond), logDir)
+	cl, err := client.New(c.Config, client.Options{Scheme: scheme.New()})
+	code := 1
+	if err == nil {
+		env := &Env{Cluster: c, Client: cl, Clientset: c.Clientset(), LogDir: logDir}
+		if err = setup(ctx, env); err == nil {
+			code = m.Run()
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "setup: %v\n", err)
+	}
+	cancel()
+	stopAll()
+	if err := c.Stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "stop the API server: %v\n", err)
+	}
+	if code == 0 {
+		_ = os.RemoveAll(logDir)
+	} else {
+		fmt.Fprintf(os.Stderr, "logs kept in %s\n", logDir)
+	}
+	return code
+}
+
+var loggerOnce sync.Once
+
+// setLogger sends every operator's logs (controller-runtime and klog) to
+// path, once per process.
+func setLogger(path string) error {
+	var err error
+	loggerOnce.Do(func() {
+		var f *os.File
+		if f, err = os.Create(path); err != nil {
+			return
+		}
+		logger := zap.New(zap.WriteTo(f), zap.UseDevMode(true))
+		log.SetLogger(logger)
+		klog.SetLogger(logger)
+	})
+	return err
+}
+
+// Registry is the plugin registry the operator runs with.
+func Registry() pipeline.Registry { return plugins.NewRegistry() }
+
+// NewConfig is the configuration of an in-process operator: every server on
+// 127.0.0.1 on a free port, its own certificate folder, a certificate also
+// valid for "localhost" (the API server reaches the webhooks by URL), and
+// short leases so that a stopped leader is replaced quickly.
+func NewConfig(dir string) (*config.Configuration, error) {
+	ports, err := freePorts(3)
+	if err != nil {
+		return nil, err
+	}
+	cfg := &config.Configuration{
+		Namespace: Namespace,
+		LeaderElection: config.LeaderElection{
+			LeaderElect:   ptr.To(true),
+			LeaseDuration: metav1.Duration{Duration: 4 * time.Second},
+			RenewDeadline: metav1.Duration{Duration: 3 * time.Second},
+			RetryPeriod:   metav1.Duration{Duration: 500 * time.Millisecond},
+		},
+		Metrics: config.Metrics{BindAddress: "127.0.0.1:" + strconv.Itoa(ports[0])},
+		Health:  config.Health{HealthProbeBindAddress: "127.0.0.1:" + strconv.Itoa(ports[1])},
+		Webhook: config.Webhook{Host: "127.0.0.1", Port: ptr.To(int32(ports[2])), CertDir: filepath.Join(dir, "certs")},
+		CertManagement: config.CertManagement{
+			ExtraDNSNames: []string{"localhost"},
+		},
+		ClientConnection: config.ClientConnection{QPS: ptr.To[float32](200), Burst: ptr.To[int32](400)},
+	}
+	cfg.Default()
+	return cfg, cfg.Validate()
+}
+
+// freePorts asks the kernel for n ports free on 127.0.0.1 now.
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	var listeners []net.Listener
+	defer func() {
+		for _, l := range listeners {
+			l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		listeners = append(listeners, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// Operator is an operator running in the test process.
+type Operator struct {
+	Config *config.Configuration
+	op     *operator.Operator
+	cancel context.CancelFunc
+	done   chan struct{}
+	err    error
+}
+
+var (
+	runningMu sync.Mutex
+	running   []*Operator
+)
+
+// StartOperator starts an operator that talks to the API server as
+// restConfig says, and returns without waiting for it to be ready.
+func StartOperator(ctx context.Context, restConfig *rest.Config, cfg *config.Configuration) (*Operator, error) {
+	op, err := operator.New(ctx, operator.Options{Config: cfg, RESTConfig: restConfig, Registry: Registry()})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	o := &Operator{Config: cfg, op: op, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(o.done)
+		o.err = op.Start(ctx)
+	}()
+	runningMu.Lock()
+	running = append(running, o)
+	runningMu.Unlock()
+	return o, nil
+}
+
+// Stop stops the operator and returns what Start returned.
+func (o *Operator) Stop() error {
+	o.cancel()
+	<-o.done
+	return o.err
+}
+
+// Elected is closed once the operator leads.
+func (o *Operator) Elected() <-chan struct{} { return o.op.Manager().Elected() }
+
+// Done is closed when the operator has stopped.
+func (o *Operator) Done() <-chan struct{} { return o.done }
+
+// ProbeURL is the URL of a health endpoint (healthz, readyz).
+func (o *Operator) ProbeURL(endpoint string) string {
+	return "http://" + o.Config.Health.HealthProbeBindAddress + "/" + endpoint
+}
+
+// MetricsURL is the URL of /metrics.
+func (o *Operator) MetricsURL() string { return "https://" + o.Config.Metrics.BindAddress + "/metrics" }
+
+func stopAll() {
+	runningMu.Lock()
+	defer runningMu.Unlock()
+	for _, o := range running {
+		_ = o.Stop()
+	}
+	running = nil
+}
+
+// Eventually polls cond until it returns nil, and fails the test with
+// cond's last error after Timeout.
+func Eventually(t testing.TB, what string, cond func(ctx context.Context) error) {
+	t.Helper()
+	if err := Poll(t.Context(), Timeout, cond); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// Poll polls cond until it returns nil or timeout passes; then it returns
+// cond's last error.
+func Poll(ctx context.Context, timeout time.Duration, cond func(ctx context.Context) error) error {
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, Interval, timeout, true, func(ctx context.Context) (bool, error) {
+		last = cond(ctx)
+		return last == nil, nil
+	})
+	if err != nil && last != nil {
+		return fmt.Errorf("not true after %v: %w", timeout, last)
+	}
+	return err
+}
+
+// Consistently checks cond every Interval for ConsistentlyFor and fails
+// the test the first time it returns an error.
+func Consistently(t testing.TB, what string, cond func(ctx context.Context) error) {
+	t.Helper()
+	ticker := time.NewTicker(Interval)
+	defer ticker.Stop()
+	end := time.After(ConsistentlyFor)
+	for {
+		if err := cond(t.Context()); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		select {
+		case <-end:
+			return
+		case <-t.Context().Done():
+			t.Fatalf("%s: %v", what, t.Context().Err())
+		case <-ticker.C:
+		}
+	}
+}
+
+// NewNamespace creates a namespace for one test and deletes it after.
+func NewNamespace(t testing.TB, c client.Client) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "test-"}}
+	if err := c.Create(t.Context(), ns); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Delete(context.Background(), ns); client.IgnoreNotFound(err) != nil {
+			t.Error(err)
+		}
+	})
+	return ns.Name
+}
+
+// Get reads an object, for use in Eventually.
+func Get(ctx context.Context, c client.Client, key client.ObjectKey, obj client.Object) error {
+	if err := c.Get(ctx, key, obj); err != nil {
+		return fmt.Errorf("get %T %s: %w", obj, key, err)
+	}
+	return nil
+}
+
+// Absent is nil when the object does not exist.
+func Absent(ctx context.Context, c client.Client, key client.ObjectKey, obj client.Object) error {
+	err := c.Get(ctx, key, obj)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return err
+	}
+	return fmt.Errorf("%T %s exists", obj, key)
+}
+
+// ErrNotReady is returned by readiness checks before the operator is ready.
+var ErrNotReady = errors.New("not ready")

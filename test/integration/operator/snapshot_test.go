@@ -1,0 +1,185 @@
+package operator_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+	"sigs.k8s.io/yaml"
+
+	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/controller"
+	"github.com/kubectl-trainjob/kubectl-trainjob/test/integration/operator/internal/optest"
+)
+
+// TestRuntimeSnapshot: the first reconcile copies the runtime into
+// <job>-runtime-snapshot; the TrainJob keeps building from it when the
+// runtime changes; a deleted snapshot is taken again.
+func TestRuntimeSnapshot(t *testing.T) {
+	for _, kind := range []string{trainer.TrainingRuntimeKind, trainer.ClusterTrainingRuntimeKind} {
+		t.Run(kind, func(t *testing.T) {
+			ns := optest.NewNamespace(t, env.Client)
+			rt := runtimeOfKind(kind, ns, "torch")
+			create(t, rt)
+			t.Cleanup(func() { _ = env.Client.Delete(context.Background(), rt) })
+			tj := newTrainJob(ns, "alpha", kind, rt.GetName())
+			tj.Spec.Suspend = ptr.To(true)
+			create(t, tj)
+			snapshotKey := nsName(ns, "alpha"+controller.RuntimeSnapshotSuffix)
+
+			snapshot := &corev1.ConfigMap{}
+			optest.Eventually(t, "the snapshot is taken", func(ctx context.Context) error {
+				return optest.Get(ctx, env.Client, snapshotKey, snapshot)
+			})
+			stored := &trainer.TrainJob{}
+			if err := optest.Get(t.Context(), env.Client, key(tj), stored); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(controllerRef(stored), snapshot.OwnerReferences); diff != "" {
+				t.Errorf("snapshot owner (-want +got):\n%s", diff)
+			}
+			var held struct {
+				metav1.TypeMeta   `json:",inline"`
+				metav1.ObjectMeta `json:"metadata"`
+			}
+			if err := yaml.Unmarshal([]byte(snapshot.Data[controller.RuntimeSnapshotKey]), &held); err != nil {
+				t.Fatal(err)
+			}
+			if held.Kind != kind || held.Name != rt.GetName() || held.APIVersion != trainer.GroupVersion.String() {
+				t.Errorf("snapshot holds %s %s %q, want %s %s %q", held.APIVersion, held.Kind, held.Name, trainer.GroupVersion, kind, rt.GetName())
+			}
+
+			// The runtime changes: the suspended TrainJob does not see it on resume.
+			setRuntimeImage(t, rt, "runtime-node:v2")
+			resume(t, tj)
+			trainJobMatches(t, tj, "Resumed", hasConditions(componentsCreated, resumed))
+			optest.Consistently(t, "the JobSet keeps the snapshot's image", func(ctx context.Context) error {
+				return jobSetImage(ctx, tj, "runtime-node:v1")
+			})
+
+			// A deleted snapshot is taken again, from the runtime as it is now.
+			if err := env.Client.Delete(t.Context(), snapshot); err != nil {
+				t.Fatal(err)
+			}
+			optest.Eventually(t, "the snapshot is taken again", func(ctx context.Context) error {
+				again := &corev1.ConfigMap{}
+				if err := optest.Get(ctx, env.Client, snapshotKey, again); err != nil {
+					return err
+				}
+				if again.UID == snapshot.UID {
+					return errors.New("still the deleted snapshot")
+				}
+				if !strings.Contains(again.Data[controller.RuntimeSnapshotKey], "runtime-node:v2") {
+					return fmt.Errorf("the new snapshot does not hold the runtime as it is now:\n%s", again.Data[controller.RuntimeSnapshotKey])
+				}
+				return nil
+			})
+		})
+	}
+}
+
+// setRuntimeImage changes the image of a runtime's node container.
+func setRuntimeImage(t testing.TB, rt client.Object, image string) {
+	t.Helper()
+	optest.Eventually(t, "update the runtime", func(ctx context.Context) error {
+		if err := optest.Get(ctx, env.Client, key(rt), rt); err != nil {
+			return err
+		}
+		var spec *trainer.TrainingRuntimeSpec
+		switch r := rt.(type) {
+		case *trainer.TrainingRuntime:
+			spec = &r.Spec
+		case *trainer.ClusterTrainingRuntime:
+			spec = &r.Spec
+		}
+		spec.Template.Spec.ReplicatedJobs[0].Template.Spec.Template.Spec.Containers[0].Image = image
+		return env.Client.Update(ctx, rt)
+	})
+}
+
+func jobSetImage(ctx context.Context, tj *trainer.TrainJob, want string) error {
+	js := &jobsetv1alpha2.JobSet{}
+	if err := optest.Get(ctx, env.Client, key(tj), js); err != nil {
+		return err
+	}
+	if got := container(findJob(&js.Spec, trainer.Node), trainer.Node).Image; got != want {
+		return fmt.Errorf("JobSet image %q, want %q", got, want)
+	}
+	return nil
+}
+
+// TestRuntimeDeletableWhileReferenced: the runtime controllers take the
+// legacy finalizer off, so a runtime in use can be deleted; its TrainJob
+// keeps running from the snapshot.
+func TestRuntimeDeletableWhileReferenced(t *testing.T) {
+	for _, kind := range []string{trainer.TrainingRuntimeKind, trainer.ClusterTrainingRuntimeKind} {
+		t.Run(kind, func(t *testing.T) {
+			ns := optest.NewNamespace(t, env.Client)
+			rt := runtimeOfKind(kind, ns, "legacy")
+			rt.SetFinalizers([]string{trainer.ResourceInUseFinalizer, "example.com/keep"})
+			create(t, rt)
+			t.Cleanup(func() { removeFinalizers(rt) })
+			tj := newTrainJob(ns, "alpha", kind, rt.GetName())
+			create(t, tj)
+			jobSetOf(t, tj)
+
+			optest.Eventually(t, "the legacy finalizer is removed, the other kept", func(ctx context.Context) error {
+				if err := optest.Get(ctx, env.Client, key(rt), rt); err != nil {
+					return err
+				}
+				if diff := cmp.Diff([]string{"example.com/keep"}, rt.GetFinalizers()); diff != "" {
+					return fmt.Errorf("finalizers (-want +got):\n%s", diff)
+				}
+				return nil
+			})
+			removeFinalizers(rt)
+			if err := env.Client.Delete(t.Context(), rt); err != nil {
+				t.Fatal(err)
+			}
+			optest.Eventually(t, "the runtime is gone", func(ctx context.Context) error {
+				return optest.Absent(ctx, env.Client, key(rt), rt.DeepCopyObject().(client.Object))
+			})
+			// A deleted JobSet of a running TrainJob is built again, from the snapshot.
+			if err := env.Client.Delete(t.Context(), &jobsetv1alpha2.JobSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "alpha"}}); err != nil {
+				t.Fatal(err)
+			}
+			optest.Eventually(t, "the JobSet is built again without the runtime", func(ctx context.Context) error {
+				return jobSetImage(ctx, tj, "runtime-node:v1")
+			})
+			trainJobMatches(t, tj, "still ComponentsCreated", hasConditions(componentsCreated))
+		})
+	}
+}
+
+// removeFinalizers clears a runtime's finalizers so it can go.
+func removeFinalizers(rt client.Object) {
+	ctx := context.Background()
+	_ = optest.Poll(ctx, optest.Timeout, func(ctx context.Context) error {
+		obj := rt.DeepCopyObject().(client.Object)
+		if err := env.Client.Get(ctx, key(rt), obj); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		if len(obj.GetFinalizers()) == 0 {
+			return nil
+		}
+		obj.SetFinalizers(nil)
+		return env.Client.Update(ctx, obj)
+	})
+}
+
+// runtimeOfKind is a torch runtime of kind: a TrainingRuntime name in ns, or
+// a ClusterTrainingRuntime named after name and ns (so tests do not share it).
+func runtimeOfKind(kind, ns, name string) client.Object {
+	if kind == trainer.TrainingRuntimeKind {
+		return &trainer.TrainingRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: torchSpec()}
+	}
+	return &trainer.ClusterTrainingRuntime{ObjectMeta: metav1.ObjectMeta{Name: name + "-" + ns}, Spec: torchSpec()}
+}
