@@ -33,6 +33,7 @@ import (
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/scheme"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/stage"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/completion"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/printers"
 )
 
@@ -328,7 +329,7 @@ func (o *ListOptions) table(ctx context.Context, nodes *runtimeDefaults, items [
 	for i := range items {
 		tj := &items[i]
 		n, gpus := nodes.of(ctx, tj)
-		cells := []any{tj.Name, string(stage.Of(tj)), tj.Spec.RuntimeRef.Name, n, gpus, progressOf(tj),
+		cells := []any{tj.Name, string(stage.Of(tj)), runtimeOf(tj), n, gpus, progressOf(tj),
 			printers.Age(tj.CreationTimestamp, now), reasonOf(tj), etaOf(tj), durationOf(tj, now)}
 		if !progress && !o.Watch {
 			cells = slices.Delete(cells, progressColumn, progressColumn+1)
@@ -336,6 +337,15 @@ func (o *ListOptions) table(ctx context.Context, nodes *runtimeDefaults, items [
 		t.Rows = append(t.Rows, metav1.TableRow{Cells: cells, Object: runtime.RawExtension{Object: tj}})
 	}
 	return t
+}
+
+// runtimeOf names the runtime as create --runtime takes it: a ClusterTrainingRuntime by its name, a
+// TrainingRuntime as trainingruntime/NAME.
+func runtimeOf(tj *trainer.TrainJob) string {
+	if ptr.Deref(tj.Spec.RuntimeRef.Kind, trainer.ClusterTrainingRuntimeKind) == trainer.TrainingRuntimeKind {
+		return completion.RuntimeKindPrefix + tj.Spec.RuntimeRef.Name
+	}
+	return tj.Spec.RuntimeRef.Name
 }
 
 func progressOf(tj *trainer.TrainJob) string {

@@ -32,7 +32,7 @@ func Render(w io.Writer, s *Summary, now time.Time, color bool) error {
 	// The stage line is not a table cell: only its reason comes from the cluster.
 	fmt.Fprintf(w, "Stage:       %s\n", printers.Colorize(string(s.Stage), color)+printers.Escape(strings.TrimPrefix(s.StageLine(), string(s.Stage))))
 	if p := s.Progress; p != nil {
-		fmt.Fprintf(w, "Progress:    %s\n", printers.Escape(progressLine(p, now)))
+		fmt.Fprintf(w, "Progress:    %s\n", printers.Escape(progressLine(p, s.Stage.Terminal(), now)))
 	}
 
 	var pipeline [][]string
@@ -41,7 +41,7 @@ func Render(w io.Writer, s *Summary, now time.Time, color bool) error {
 		if sp.Duration != "" {
 			dd, _ := time.ParseDuration(sp.Duration)
 			d = printers.Duration(dd)
-			if sp.End == nil {
+			if sp.End == nil && d != printers.None {
 				d += " (running)"
 			}
 		}
@@ -109,12 +109,12 @@ func (e TimelineEntry) What() string {
 	return e.Source
 }
 
-func progressLine(p *Progress, now time.Time) string {
+func progressLine(p *Progress, finished bool, now time.Time) string {
 	var parts []string
 	if p.Percentage != nil {
 		parts = append(parts, fmt.Sprintf("%d%%", *p.Percentage))
 	}
-	if p.RemainingSeconds != nil {
+	if p.RemainingSeconds != nil && !finished {
 		parts = append(parts, "about "+printers.Duration(time.Duration(*p.RemainingSeconds)*time.Second)+" left")
 	}
 	var metrics []string

@@ -76,10 +76,11 @@ func listFixture(t *testing.T, f *fixture) (first, last *trainer.TrainJob) {
 		tj.Spec.Trainer = nil
 		tj.Spec.RuntimeRef.Name = "torch-small"
 	})
-	// A runtime nobody may read, or that does not exist: unknown.
+	// A runtime that does not exist (or that nobody may read): unknown.
 	f.trainJob("mystery", 0, false, func(tj *trainer.TrainJob) {
 		tj.Spec.Trainer = nil
 		tj.Spec.RuntimeRef.Name = "gone"
+		tj.Spec.RuntimeRef.Kind = ptr.To(trainer.TrainingRuntimeKind)
 	})
 	other := &fixture{t: t, c: f.c, ns: f.ns + "-b"}
 	if err := f.c.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: other.ns}}); err != nil {
