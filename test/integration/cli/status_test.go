@@ -311,6 +311,7 @@ func TestStatus(t *testing.T) {
 		{"WatchTerminal", testStatusWatchTerminal},
 		{"WatchLive", testStatusWatchLive},
 		{"WatchTerminalScreen", testStatusWatchScreen},
+		{"Color", testStatusColor},
 		{"Errors", testStatusErrors},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.test(t, c) })
@@ -503,4 +504,12 @@ func testStatusWatchScreen(t *testing.T, c *cluster.Cluster) {
 
 func clientKey(namespace, name string) client.ObjectKey {
 	return client.ObjectKey{Namespace: namespace, Name: name}
+}
+
+// testStatusColor colours the stage with --color=always, and only the stage: cells stay plain and aligned.
+func testStatusColor(t *testing.T, c *cluster.Cluster) {
+	f := fixtureOn(t, c)
+	tj := failedTrainJob(f, "oom")
+	res := Run(t, "", []plugin.CommandAdder{statusCmd(tj.CreationTimestamp.Add(time.Hour), false)}, withArgs(kubeArgs(c, f.ns), "status", "oom", "--color=always")...)
+	AssertGolden(t, "status/color", f.normalizer(tj).Normalize(strings.ReplaceAll(res.String(), "\x1b", "<ESC>")))
 }
