@@ -252,10 +252,8 @@ func podStatus(p *corev1.Pod) string {
 	if p.DeletionTimestamp != nil {
 		return "Terminating"
 	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
-			return corev1.PodReasonUnschedulable
-		}
+	if _, ok := unschedulable(p); ok {
+		return corev1.PodReasonUnschedulable
 	}
 	for _, cs := range slices.Concat(p.Status.InitContainerStatuses, p.Status.ContainerStatuses) {
 		switch {
@@ -645,19 +643,14 @@ func podsRunning(pods []PodSummary, keep func(replicatedJob string) bool) string
 // podTrouble names what keeps pods from running: unschedulable pods with the scheduler's message, or a
 // container that cannot start (image pull, crash loop, bad configuration).
 func podTrouble(pods []corev1.Pod) string {
-	var unschedulable []string
-	msg := ""
+	n, msg := 0, ""
 	for _, p := range pods {
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
-				unschedulable = append(unschedulable, p.Name)
-				if msg == "" {
-					msg = c.Message
-				}
-			}
+		if m, ok := unschedulable(&p); ok {
+			n++
+			msg = cmp.Or(msg, m)
 		}
 	}
-	if n := len(unschedulable); n > 0 {
+	if n > 0 {
 		return joinReason(fmt.Sprintf("%d %s unschedulable", n, plural(n, "pod", "pods")), msg)
 	}
 	for _, p := range pods {
@@ -689,4 +682,14 @@ func (s *Summary) StageLine() string {
 		return string(s.Stage)
 	}
 	return string(s.Stage) + ": " + s.Reason
+}
+
+// unschedulable tells whether the scheduler found no node for p, and its message.
+func unschedulable(p *corev1.Pod) (string, bool) {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			return c.Message, true
+		}
+	}
+	return "", false
 }
