@@ -127,33 +127,34 @@ func setLogger(path string) error {
 // Registry is the plugin registry the operator runs with.
 func Registry() pipeline.Registry { return plugins.NewRegistry() }
 
-// NewConfig is the configuration of an in-process operator: every server on
-// 127.0.0.1 on a free port, its own certificate folder, a certificate also
-// valid for "localhost" (the API server reaches the webhooks by URL), and
-// short leases so that a stopped leader is replaced quickly.
+// NewConfig is the configuration of an in-process operator (see InProcess).
 func NewConfig(dir string) (*config.Configuration, error) {
+	cfg := &config.Configuration{Namespace: Namespace}
+	return cfg, InProcess(cfg, dir)
+}
+
+// InProcess adapts a configuration to an operator running in the test
+// process: every server on 127.0.0.1 on a free port, its own certificate
+// folder below dir, a certificate also valid for "localhost" (the API
+// server reaches the webhooks by URL), short leases so that a stopped
+// leader is replaced quickly, and a fast client. It defaults and validates
+// the result.
+func InProcess(cfg *config.Configuration, dir string) error {
 	ports, err := freePorts(3)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	cfg := &config.Configuration{
-		Namespace: Namespace,
-		LeaderElection: config.LeaderElection{
-			LeaderElect:   ptr.To(true),
-			LeaseDuration: metav1.Duration{Duration: 4 * time.Second},
-			RenewDeadline: metav1.Duration{Duration: 3 * time.Second},
-			RetryPeriod:   metav1.Duration{Duration: 500 * time.Millisecond},
-		},
-		Metrics: config.Metrics{BindAddress: "127.0.0.1:" + strconv.Itoa(ports[0])},
-		Health:  config.Health{HealthProbeBindAddress: "127.0.0.1:" + strconv.Itoa(ports[1])},
-		Webhook: config.Webhook{Host: "127.0.0.1", Port: ptr.To(int32(ports[2])), CertDir: filepath.Join(dir, "certs")},
-		CertManagement: config.CertManagement{
-			ExtraDNSNames: []string{"localhost"},
-		},
-		ClientConnection: config.ClientConnection{QPS: ptr.To[float32](200), Burst: ptr.To[int32](400)},
-	}
+	cfg.LeaderElection.LeaseDuration = metav1.Duration{Duration: 4 * time.Second}
+	cfg.LeaderElection.RenewDeadline = metav1.Duration{Duration: 3 * time.Second}
+	cfg.LeaderElection.RetryPeriod = metav1.Duration{Duration: 500 * time.Millisecond}
+	cfg.Metrics.BindAddress = "127.0.0.1:" + strconv.Itoa(ports[0])
+	cfg.Health.HealthProbeBindAddress = "127.0.0.1:" + strconv.Itoa(ports[1])
+	cfg.Webhook.Host, cfg.Webhook.Port = "127.0.0.1", ptr.To(int32(ports[2]))
+	cfg.Webhook.CertDir = filepath.Join(dir, "certs-"+strconv.Itoa(ports[2]))
+	cfg.CertManagement.ExtraDNSNames = append(cfg.CertManagement.ExtraDNSNames, "localhost")
+	cfg.ClientConnection = config.ClientConnection{QPS: ptr.To[float32](200), Burst: ptr.To[int32](400)}
 	cfg.Default()
-	return cfg, cfg.Validate()
+	return cfg.Validate()
 }
 
 // freePorts asks the kernel for n ports free on 127.0.0.1 now.

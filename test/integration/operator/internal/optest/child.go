@@ -1,0 +1,35 @@
+package optest
+
+import (
+	"fmt"
+	"os"
+
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline/plugins"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
+)
+
+// ChildEnv marks a test binary started as `kubectl-trainjob`: a test that
+// needs the operator in another process (to kill it) runs its own binary
+// with this variable set and the command's arguments.
+const ChildEnv = "TRAINJOB_TEST_CHILD"
+
+// RunChild runs the binary's commands with the process's arguments, as
+// cmd/kubectl-trainjob does, when ChildEnv is set; TestMain calls it first.
+// It reports whether it ran (and the exit code to use).
+func RunChild() (int, bool) {
+	if os.Getenv(ChildEnv) == "" {
+		return 0, false
+	}
+	streams := genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}
+	root := plugin.NewRootCommand(cmdutil.NewFactory(), streams, operator.NewCommand(plugins.NewRegistry()))
+	root.SetArgs(os.Args[1:])
+	if err := root.Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		return cmdutil.ExitCode(err), true
+	}
+	return 0, true
+}
