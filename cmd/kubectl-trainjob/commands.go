@@ -20,17 +20,17 @@ import (
 // commands are the subcommands of the binary, in help order.
 var commands = []plugin.CommandAdder{
 	create.NewCmdCreate,
-	describe.NewCmd,
-	render.NewCmd,
-	operator.NewCommand(plugins.NewRegistry()),
 	list.NewCmdList,
 	status.NewCmdStatus,
 	logs.NewCmdLogs,
+	describe.NewCmd,
+	render.NewCmd,
 	wait.NewCmdWait,
 	lifecycle.NewCmdSuspend,
 	lifecycle.NewCmdResume,
 	lifecycle.NewCmdDelete,
 	runtimes.NewCmdRuntimes,
+	operator.NewCommand(plugins.NewRegistry()),
 	version.NewCmdVersion,
 	completion.NewCmdCompletion,
 }
