@@ -8,6 +8,7 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY cmd/ cmd/
+COPY config/ config/
 COPY pkg/ pkg/
 COPY plugin/ plugin/
 ARG VERSION=v0.0.0-dev

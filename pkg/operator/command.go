@@ -27,6 +27,7 @@ type CommandOptions struct {
 	ConfigFile     string
 	FeatureGates   string
 	LeaderElect    bool
+	Webhooks       bool
 	MetricsAddress string
 	ProbeAddress   string
 	WebhookPort    int32
@@ -71,7 +72,7 @@ configuration.`),
   kubectl-trainjob operator --config=/etc/kubectl-trainjob/config.yaml
 
   # Against the current kubeconfig context, without leader election or webhooks
-  kubectl-trainjob operator --leader-elect=false --feature-gates=TrainJobStatus=false`,
+  kubectl-trainjob operator --leader-elect=false --webhooks=false --metrics-bind-address=0`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, restConfig, err := o.Complete(cmd)
@@ -85,6 +86,7 @@ configuration.`),
 	fs.StringVar(&o.ConfigFile, "config", "", "Configuration file (config.trainer.kubeflow.org/v1alpha1 Configuration, YAML)")
 	fs.StringVar(&o.FeatureGates, "feature-gates", "", "Feature gates, Name=true|false separated by commas; they override the file's featureGates")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", true, "Elect a leader through a Lease so that only one replica reconciles")
+	fs.BoolVar(&o.Webhooks, "webhooks", true, "Serve the admission webhooks (turn off only where another replica serves them)")
 	fs.StringVar(&o.MetricsAddress, "metrics-bind-address", config.DefaultMetricsBindAddress, `Address of /metrics ("0" turns it off)`)
 	fs.StringVar(&o.ProbeAddress, "health-probe-bind-address", config.DefaultHealthProbeBindAddress, `Address of /healthz and /readyz ("0" turns them off)`)
 	fs.Int32Var(&o.WebhookPort, "webhook-port", config.DefaultWebhookPort, "Port of the webhook server")
@@ -115,6 +117,7 @@ func (o *CommandOptions) Complete(cmd *cobra.Command) (*config.Configuration, *r
 	overrides := map[string]func(){
 		"operator-namespace":        func() { cfg.Namespace = o.Namespace },
 		"leader-elect":              func() { cfg.LeaderElection.LeaderElect = ptr.To(o.LeaderElect) },
+		"webhooks":                  func() { cfg.Webhook.Enable = ptr.To(o.Webhooks) },
 		"metrics-bind-address":      func() { cfg.Metrics.BindAddress = o.MetricsAddress },
 		"health-probe-bind-address": func() { cfg.Health.HealthProbeBindAddress = o.ProbeAddress },
 		"webhook-port":              func() { cfg.Webhook.Port = ptr.To(o.WebhookPort) },

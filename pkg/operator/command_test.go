@@ -57,11 +57,11 @@ featureGates: {TrainJobStatus: true}
 			got := map[string]any{
 				"namespace": cfg.Namespace, "webhookPort": *cfg.Webhook.Port, "qps": *cfg.ClientConnection.QPS,
 				"leaderElect": *cfg.LeaderElection.LeaderElect, "TrainJobStatus": cfg.FeatureGates["TrainJobStatus"],
-				"server": rc.Host,
+				"server": rc.Host, "webhooks": *cfg.Webhook.Enable,
 			}
 			want := map[string]any{
 				"namespace": "from-file", "webhookPort": int32(9555), "qps": float32(7),
-				"leaderElect": false, "TrainJobStatus": false, "server": "https://127.0.0.1:6443",
+				"leaderElect": false, "TrainJobStatus": false, "server": "https://127.0.0.1:6443", "webhooks": false,
 			}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
@@ -72,7 +72,7 @@ featureGates: {TrainJobStatus: true}
 	}
 	root := plugin.NewRootCommand(cmdutil.NewFactory(), streams, adder)
 	root.SetArgs([]string{"operator", "--kubeconfig=" + kc, "--config=" + cf, "--webhook-port=9555", "--leader-elect=false",
-		"--feature-gates=TrainJobStatus=false", "--zap-log-level=debug"})
+		"--feature-gates=TrainJobStatus=false", "--webhooks=false", "--zap-log-level=debug"})
 	if err := root.Execute(); err != nil || !ran {
 		t.Fatalf("ran %v, error %v\n%s", ran, err, out.String())
 	}

@@ -220,6 +220,9 @@ func (o *Operator) Stop() error {
 // Elected is closed once the operator leads.
 func (o *Operator) Elected() <-chan struct{} { return o.op.Manager().Elected() }
 
+// Cache is the operator's cache, where its controllers read.
+func (o *Operator) Cache() client.Reader { return o.op.Manager().GetCache() }
+
 // Done is closed when the operator has stopped.
 func (o *Operator) Done() <-chan struct{} { return o.done }
 
@@ -300,7 +303,7 @@ func NewNamespace(t testing.TB, c client.Client) string {
 }
 
 // Get reads an object, for use in Eventually.
-func Get(ctx context.Context, c client.Client, key client.ObjectKey, obj client.Object) error {
+func Get(ctx context.Context, c client.Reader, key client.ObjectKey, obj client.Object) error {
 	if err := c.Get(ctx, key, obj); err != nil {
 		return fmt.Errorf("get %T %s: %w", obj, key, err)
 	}
@@ -308,7 +311,7 @@ func Get(ctx context.Context, c client.Client, key client.ObjectKey, obj client.
 }
 
 // Absent is nil when the object does not exist.
-func Absent(ctx context.Context, c client.Client, key client.ObjectKey, obj client.Object) error {
+func Absent(ctx context.Context, c client.Reader, key client.ObjectKey, obj client.Object) error {
 	err := c.Get(ctx, key, obj)
 	switch {
 	case apierrors.IsNotFound(err):
