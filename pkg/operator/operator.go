@@ -106,7 +106,8 @@ func New(ctx context.Context, opts Options) (*Operator, error) {
 		return nil, fmt.Errorf("controller manager: %w", err)
 	}
 
-	fw, err := pipeline.New(ctx, opts.Registry, pipeline.Handle{Client: mgr.GetClient()})
+	plugins := &liveOnMiss{Client: mgr.GetClient(), live: mgr.GetAPIReader()}
+	fw, err := pipeline.New(ctx, opts.Registry, pipeline.Handle{Client: plugins})
 	if err != nil {
 		return nil, fmt.Errorf("pipeline framework: %w", err)
 	}

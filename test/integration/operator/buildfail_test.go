@@ -3,10 +3,15 @@ package operator_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/controller"
@@ -137,5 +142,64 @@ func deleteSnapshot(t testing.TB, tj *trainer.TrainJob) {
 	cm.Namespace, cm.Name = tj.Namespace, tj.Name+controller.RuntimeSnapshotSuffix
 	if err := env.Client.Delete(t.Context(), cm); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestCreationFailure: a JobSet of the TrainJob's name that another
+// controller owns cannot be applied; the TrainJob says so in
+// ComponentsCreated (JobsCreationFailed) with the API server's error.
+func TestCreationFailure(t *testing.T) {
+	ns := optest.NewNamespace(t, env.Client)
+	createTrainingRuntime(t, ns, "torch", torchSpec())
+	owner := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "owner"}}
+	create(t, owner)
+	js := &jobsetv1alpha2.JobSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "alpha",
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "owner", UID: owner.UID, Controller: ptr.To(true)}}}}
+	js.Spec.Suspend = ptr.To(true)
+	js.Spec.ReplicatedJobs = []jobsetv1alpha2.ReplicatedJob{replicatedJob("other", "", "other")}
+	create(t, js)
+
+	tj := newTrainJob(ns, "alpha", trainer.TrainingRuntimeKind, "torch")
+	create(t, tj)
+	got := trainJobMatches(t, tj, "JobsCreationFailed", func(tj *trainer.TrainJob) error {
+		c := meta.FindStatusCondition(tj.Status.Conditions, trainer.TrainJobComponentsCreated)
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != trainer.TrainJobJobsCreationFailedReason {
+			return fmt.Errorf("conditions %+v", conditionsOf(tj))
+		}
+		return nil
+	})
+	message := meta.FindStatusCondition(got.Status.Conditions, trainer.TrainJobComponentsCreated).Message
+	const prefix = `Failed to create TrainJob components: apply JobSet alpha: JobSet.jobset.x-k8s.io "alpha" is invalid: metadata.ownerReferences: `
+	if !strings.HasPrefix(message, prefix) || !strings.Contains(message, "Only one reference can have Controller set to true") {
+		t.Errorf("message %q, want the API server's refusal after %q", message, prefix)
+	}
+	wantEvents(t, tj, event{corev1.EventTypeWarning, trainer.TrainJobJobsCreationFailedReason, trainer.TrainJobComponentsCreated, message})
+}
+
+// TestPreexistingSSHSecret: an MPI TrainJob whose SSH Secret exists already
+// without the operator's label (another controller made it) keeps it: the
+// plugins see what the label-scoped cache does not.
+func TestPreexistingSSHSecret(t *testing.T) {
+	ns := optest.NewNamespace(t, env.Client)
+	spec := runtimeSpec(&trainer.MLPolicy{NumNodes: ptr.To[int32](1), MLPolicySource: trainer.MLPolicySource{MPI: &trainer.MPIMLPolicySource{}}},
+		replicatedJob(trainer.Launcher, trainer.AncestorTrainer, trainer.Node), replicatedJob(trainer.Node, "", trainer.Node))
+	createTrainingRuntime(t, ns, "mpi", spec)
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "alpha-mpi-ssh-auth"},
+		Type:       corev1.SecretTypeSSHAuth,
+		Immutable:  ptr.To(true),
+		Data:       map[string][]byte{"ssh-privatekey": []byte("key of another controller"), "ssh-publickey": []byte("public")},
+	}
+	create(t, secret)
+	tj := newTrainJob(ns, "alpha", trainer.TrainingRuntimeKind, "mpi")
+	create(t, tj)
+	jobSetOf(t, tj)
+	trainJobMatches(t, tj, "components created", hasConditions(componentsCreated))
+	got := &corev1.Secret{}
+	if err := optest.Get(t.Context(), env.Client, key(secret), got); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(secret.Data, got.Data); diff != "" {
+		t.Errorf("the Secret changed (-before +after):\n%s", diff)
 	}
 }
