@@ -21,6 +21,7 @@ JOBSET_VERSION=v0.12.0
 KWOK_VERSION=v0.8.0
 CONTROLLER_TOOLS_VERSION=v0.23.0
 KUSTOMIZE_VERSION=v5.8.1
+KREW_VERSION=v0.4.3
 
 kube_ldflags() {
 	local v=$KUBE_VERSION minor
@@ -58,4 +59,6 @@ sel kube-controller-manager && build kube-controller-manager "$KUBE_VERSION" kub
 sel kube-scheduler && build kube-scheduler "$KUBE_VERSION" kube k8s.io/kubernetes/cmd/kube-scheduler "$(kube_ldflags)"
 sel jobset && build jobset "$JOBSET_VERSION" controllers sigs.k8s.io/jobset
 sel kwok && build kwok "$KWOK_VERSION" controllers sigs.k8s.io/kwok/cmd/kwok
+sel krew && build krew "$KREW_VERSION" krew sigs.k8s.io/krew/cmd/krew
+sel validate-krew-manifest && build validate-krew-manifest "$KREW_VERSION" krew sigs.k8s.io/krew/cmd/validate-krew-manifest
 exit 0
