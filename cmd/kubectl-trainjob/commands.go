@@ -7,6 +7,7 @@ import (
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/completion"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/create"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/describe"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/install"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/lifecycle"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/list"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/logs"
@@ -30,6 +31,7 @@ var commands = []plugin.CommandAdder{
 	lifecycle.NewCmdResume,
 	lifecycle.NewCmdDelete,
 	runtimes.NewCmdRuntimes,
+	install.NewCmdInstall,
 	operator.NewCommand(plugins.NewRegistry()),
 	version.NewCmdVersion,
 	completion.NewCmdCompletion,

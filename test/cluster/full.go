@@ -25,10 +25,12 @@ const componentStartTimeout = 60 * time.Second
 
 // kcmControllers are the kube-controller-manager controllers the simulation needs: Jobs create pods, pods and
 // Jobs are garbage-collected with their owners, namespaces can be deleted, each namespace gets its default
-// ServiceAccount, Services get endpoints, and node-lifecycle lifts the not-ready taint that the API server puts
-// on every new node (without it no pod is ever scheduled).
+// ServiceAccount, Services get endpoints, node-lifecycle lifts the not-ready taint that the API server puts
+// on every new node (without it no pod is ever scheduled), and Deployments (the operator's) get their pods.
 var kcmControllers = []string{
 	"job-controller",
+	"deployment-controller",
+	"replicaset-controller",
 	"garbage-collector-controller",
 	"node-lifecycle-controller",
 	"namespace-controller",
