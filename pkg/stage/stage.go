@@ -17,13 +17,13 @@ type Stage string
 
 // The stages, in pipeline order.
 const (
-	// Pending: no Job of the TrainJob is active yet.
+	// Pending: no Job of the TrainJob has started yet.
 	Pending Stage = "Pending"
 	// Suspended: spec.suspend is true.
 	Suspended Stage = "Suspended"
-	// Initializing: a dataset or model initializer Job is active.
+	// Initializing: a dataset or model initializer Job has started, no trainer Job yet.
 	Initializing Stage = "Initializing"
-	// Training: a trainer Job (node, launcher) is active.
+	// Training: a trainer Job (node, launcher) has started.
 	Training Stage = "Training"
 	// Complete and Failed are terminal.
 	Complete Stage = "Complete"
@@ -54,8 +54,11 @@ func Of(tj *trainer.TrainJob) Stage {
 	}
 	initializing, training := false, false
 	for _, js := range tj.Status.JobsStatus {
-		running := ptr.Deref(js.Active, 0) > 0
-		if !running {
+		// A Job that has run keeps its stage until the TrainJob is terminal, so the stage never goes back to
+		// Pending: not after the trainer's Jobs succeed and before the controller writes Complete, nor after
+		// the initializers succeed and before the trainer's Job is created.
+		started := ptr.Deref(js.Active, 0) > 0 || ptr.Deref(js.Succeeded, 0) > 0 || ptr.Deref(js.Failed, 0) > 0
+		if !started {
 			continue
 		}
 		if IsInitializer(js.Name) {
