@@ -336,7 +336,7 @@ func (o *CreateOptions) checkRuntime(ctx context.Context, tj *trainer.TrainJob) 
 	case err == nil:
 		return nil
 	case apierrors.IsForbidden(err):
-		fmt.Fprintf(o.ErrOut, "warning: cannot check that %s %q exists: %v\n", strings.ToLower(kind), ref.Name, err)
+		fmt.Fprintf(o.ErrOut, "warning: you may not read %s %q, so whether it exists is not checked\n", strings.ToLower(kind), ref.Name)
 		return nil
 	case !apierrors.IsNotFound(err):
 		return err

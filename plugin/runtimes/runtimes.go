@@ -111,21 +111,31 @@ func (o *RuntimesOptions) Run(ctx context.Context) error {
 	if !o.AllNamespaces {
 		opts = append(opts, client.InNamespace(o.namespace))
 	}
+	// What the user may not list is left out with a note, except TrainingRuntimes with -A, which is what
+	// was asked for.
+	hidden := false
 	if err := o.client.List(ctx, &namespaced, opts...); err != nil {
-		return listError(err, "trainingruntimes", o.AllNamespaces, o.namespace)
+		if !apierrors.IsForbidden(err) || o.AllNamespaces {
+			return listError(err, "trainingruntimes", o.AllNamespaces, o.namespace)
+		}
+		hidden = true
+		fmt.Fprintf(o.ErrOut, "note: the TrainingRuntimes of namespace %s are not shown: you may not list them\n", o.namespace)
 	}
 	var cluster trainer.ClusterTrainingRuntimeList
 	if err := o.client.List(ctx, &cluster); err != nil {
 		if !apierrors.IsForbidden(err) {
 			return listError(err, "clustertrainingruntimes", true, "")
 		}
-		fmt.Fprintf(o.ErrOut, "note: ClusterTrainingRuntimes are not shown: you may not list them (%s)\n", statusMessage(err))
+		hidden = true
+		fmt.Fprintln(o.ErrOut, "note: ClusterTrainingRuntimes are not shown: you may not list them")
 	}
 	runtimes := collect(cluster.Items, namespaced.Items)
 	if len(runtimes) == 0 {
-		if o.AllNamespaces {
+		switch {
+		case hidden:
+		case o.AllNamespaces:
 			fmt.Fprintln(o.ErrOut, "No resources found")
-		} else {
+		default:
 			fmt.Fprintf(o.ErrOut, "No resources found in %s namespace.\n", o.namespace)
 		}
 		return nil

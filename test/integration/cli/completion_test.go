@@ -1,0 +1,83 @@
+package cli
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/completion"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/create"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/logs"
+	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
+)
+
+// TestCompletion generates the scripts of every shell and completes TrainJob names, runtime names and flag
+// values from the cluster, as the shells ask the binary (`__complete`).
+func TestCompletion(t *testing.T) {
+	cmd := []plugin.CommandAdder{completion.NewCmdCompletion, create.NewCmdCreate, logs.NewCmdLogs}
+	for _, shell := range completion.Shells {
+		t.Run(shell, func(t *testing.T) {
+			AssertGolden(t, "completion/"+shell, Run(t, "", cmd, "completion", shell).String())
+		})
+	}
+	t.Run("unknown-shell", func(t *testing.T) {
+		AssertGolden(t, "completion/unknown-shell", Run(t, "", cmd, "completion", "tcsh").String())
+	})
+
+	c := apiCluster(t)
+	cl := adminClient(t, c)
+	ns := newNamespace(t, cl)
+	for _, name := range []string{"llama-ft", "llama-pt", "bert"} {
+		tj := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: trainer.TrainJobSpec{RuntimeRef: trainer.RuntimeRef{Name: "torch-distributed"}}}
+		if err := cl.Create(t.Context(), tj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rt := &trainer.TrainingRuntime{ObjectMeta: metav1.ObjectMeta{Name: "team-torch", Namespace: ns}, Spec: minimalRuntimeSpec()}
+	if err := cl.Create(t.Context(), rt); err != nil {
+		t.Fatal(err)
+	}
+	kube := kubeArgs(c, ns)
+	n := Normalizer{Replace: map[string]string{ns: "<ns>"}}
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"trainjob-names", withArgs(kube, "__complete", "logs", "")},
+		{"trainjob-names-prefix", withArgs(kube, "__complete", "logs", "llama")},
+		{"runtime-names", withArgs(kube, "__complete", "create", "x", "--runtime", "trainingruntime/")},
+		{"stages", withArgs(kube, "__complete", "logs", "llama-ft", "--stage", "")},
+		{"shells", []string{"__complete", "completion", ""}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			AssertGolden(t, "completion/"+tc.name, n.Normalize(Run(t, "", cmd, tc.args...).String()))
+		})
+	}
+}
+
+// TestCompletionShim runs krew/kubectl_complete-trainjob as kubectl does for `kubectl trainjob <TAB>`: it must
+// hand every word to `kubectl-trainjob __complete`.
+func TestCompletionShim(t *testing.T) {
+	root, err := cluster.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	shim := filepath.Join(root, "krew", "kubectl_complete-trainjob")
+	bin := t.TempDir()
+	fake := "#!/bin/sh\nprintf '%s\\n' \"kubectl-trainjob called with:\" \"$@\"\n"
+	if err := os.WriteFile(filepath.Join(bin, "kubectl-trainjob"), []byte(fake), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(shim, "logs", "--stage", "")
+	cmd.Env = []string{"PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH")}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", shim, err, out)
+	}
+	AssertGolden(t, "completion/shim", string(out))
+}

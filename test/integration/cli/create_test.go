@@ -1,0 +1,310 @@
+package cli
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/spf13/cobra"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+	"sigs.k8s.io/yaml"
+
+	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/create"
+)
+
+// createRuntime is the ClusterTrainingRuntime the create tests run on. The cluster is shared by the package,
+// so the name is the test's own.
+const createRuntime = "create-test-torch"
+
+// TestCreate creates TrainJobs from flags and from files, checks the golden YAML of what the flags make, and
+// that bad input creates nothing.
+func TestCreate(t *testing.T) {
+	c, f := newFixture(t)
+	cl, ns := f.c, f.ns
+	ensureClusterRuntime(t, cl, createRuntime)
+	if err := cl.Create(t.Context(), &trainer.TrainingRuntime{ObjectMeta: metav1.ObjectMeta{Name: "team-torch", Namespace: ns}, Spec: minimalRuntimeSpec()}); err != nil {
+		t.Fatal(err)
+	}
+	kube := kubeArgs(c, ns)
+	cmd := []plugin.CommandAdder{create.NewCmdCreate}
+	n := Normalizer{Replace: map[string]string{ns: "<ns>"}}
+	grantNamespaceUser(t, cl, "alice", ns)
+
+	flags := []string{"--runtime", createRuntime, "--image", "ghcr.io/example/llama-ft:1.0", "--nodes", "4", "--gpus-per-node", "8",
+		"--resources-per-node", "cpu=16,memory=64Gi", "--env", "NCCL_DEBUG=INFO", "--env", "EPOCHS=3",
+		"--dataset-uri", "hf://tatsu-lab/alpaca", "--model-uri", "hf://meta-llama/Llama-3.2-1B-Instruct",
+		"--label", "team=nlp", "--annotation", "owner=alice@example.com", "--queue", "team-a", "--suspend"}
+	command := []string{"--", "torchrun", "train.py", "--lr", "3e-4"}
+	createArgs := func(name string, more ...string) []string {
+		return slices.Concat(kube, []string{"create", name}, flags, more, command)
+	}
+
+	var dryRun *trainer.TrainJob
+	t.Run("flags-dry-run-client", func(t *testing.T) {
+		res := Run(t, "", cmd, createArgs("llama", "--dry-run=client", "-o", "yaml")...)
+		AssertGolden(t, "create/flags-dry-run-client", n.Normalize(res.String()))
+		dryRun = decodeTrainJob(t, res.Stdout)
+		assertNoTrainJob(t, cl, ns, "llama")
+	})
+	t.Run("flags-dry-run-server", func(t *testing.T) {
+		AssertGolden(t, "create/flags-dry-run-server", n.Normalize(Run(t, "", cmd, createArgs("llama", "--dry-run=server")...).String()))
+		assertNoTrainJob(t, cl, ns, "llama")
+	})
+	t.Run("flags", func(t *testing.T) {
+		AssertGolden(t, "create/flags", n.Normalize(Run(t, "", cmd, createArgs("llama")...).String()))
+		got := &trainer.TrainJob{}
+		if err := cl.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "llama"}, got); err != nil {
+			t.Fatal(err)
+		}
+		// What was created is what the dry run showed, plus the API server's defaults.
+		want := dryRun.Spec.DeepCopy()
+		want.ManagedBy = ptr.To(trainer.TrainJobControllerManager)
+		if diff := cmp.Diff(*want, got.Spec); diff != "" {
+			t.Errorf("created spec differs from the dry run's (-dry run +created):\n%s", diff)
+		}
+	})
+	t.Run("flags-output-yaml", func(t *testing.T) {
+		res := Run(t, "", cmd, createArgs("llama-2", "-o", "yaml")...)
+		created := &trainer.TrainJob{}
+		if err := cl.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "llama-2"}, created); err != nil {
+			t.Fatal(err)
+		}
+		n := n
+		n.Base = created.CreationTimestamp.Time
+		AssertGolden(t, "create/flags-output-yaml", n.Normalize(res.String()))
+	})
+	t.Run("training-runtime", func(t *testing.T) {
+		AssertGolden(t, "create/training-runtime", n.Normalize(Run(t, "", cmd, withArgs(kube, "create", "small", "--runtime", "trainingruntime/team-torch", "--dry-run=client", "-o", "yaml")...).String()))
+	})
+	t.Run("file", func(t *testing.T) {
+		AssertGolden(t, "create/file", n.Normalize(Run(t, "", cmd, withArgs(kube, "create", "-f", filepath.Join("testdata", "create", "trainjob.yaml"))...).String()))
+		if err := cl.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "from-file"}, &trainer.TrainJob{}); err != nil {
+			t.Error(err)
+		}
+	})
+	// A team member who may create TrainJobs but not read runtimes: the runtime cannot be checked, so the
+	// TrainJob is created with a warning.
+	t.Run("namespace-user", func(t *testing.T) {
+		AssertGolden(t, "create/namespace-user", n.Normalize(Run(t, "", cmd, withArgs(kube, "--as", "alice", "create", "by-alice", "--runtime", createRuntime, "--nodes", "2")...).String()))
+	})
+	t.Run("stdin", func(t *testing.T) {
+		data, err := os.ReadFile(filepath.Join("testdata", "create", "trainjob.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		AssertGolden(t, "create/stdin", n.Normalize(Run(t, string(data), cmd, withArgs(kube, "create", "from-stdin", "-f", "-", "-o", "name")...).String()))
+		if err := cl.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "from-stdin"}, &trainer.TrainJob{}); err != nil {
+			t.Error(err)
+		}
+	})
+
+	// Bad input: one line that says what is wrong and how to fix it, exit 1, and nothing created.
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"unknown-runtime", withArgs(kube, "create", "bad", "--runtime", "no-such-runtime")},
+		{"unknown-training-runtime", withArgs(kube, "create", "bad", "--runtime", "trainingruntime/no-such-runtime")},
+		{"runtime-of-other-kind", withArgs(kube, "create", "bad", "--runtime", "team-torch")},
+		{"bad-runtime-kind", withArgs(kube, "create", "bad", "--runtime", "pod/x")},
+		{"bad-resources-quantity", withArgs(kube, "create", "bad", "--runtime", createRuntime, "--resources-per-node", "cpu=four,memory=16Gi")},
+		{"bad-resources-pair", withArgs(kube, "create", "bad", "--runtime", createRuntime, "--resources-per-node", "cpu:4")},
+		{"bad-resources-name", withArgs(kube, "create", "bad", "--runtime", createRuntime, "--resources-per-node", "nvidia gpu=8")},
+		{"gpus-twice", withArgs(kube, "create", "bad", "--runtime", createRuntime, "--gpus-per-node", "8", "--resources-per-node", "nvidia.com/gpu=4")},
+		{"unknown-flag", withArgs(kube, "create", "bad", "--runtime", createRuntime, "--gpus", "8")},
+		{"no-name", withArgs(kube, "create", "--runtime", createRuntime)},
+		{"no-runtime", withArgs(kube, "create", "bad")},
+		{"bad-name", withArgs(kube, "create", "Bad_Name", "--runtime", createRuntime)},
+		{"bad-env", withArgs(kube, "create", "bad", "--runtime", createRuntime, "--env", "EPOCHS")},
+		{"bad-dataset-uri", withArgs(kube, "create", "bad", "--runtime", createRuntime, "--dataset-uri", "tatsu-lab/alpaca")},
+		{"bad-dry-run", withArgs(kube, "create", "bad", "--runtime", createRuntime, "--dry-run=maybe")},
+		{"wait-dry-run", withArgs(kube, "create", "bad", "--runtime", createRuntime, "--wait", "--dry-run=client")},
+		{"file-and-flags", withArgs(kube, "create", "-f", filepath.Join("testdata", "create", "trainjob.yaml"), "--image", "x")},
+		{"file-missing", withArgs(kube, "create", "-f", filepath.Join("testdata", "create", "no-such-file.yaml"))},
+		{"file-two-objects", withArgs(kube, "create", "-f", filepath.Join("testdata", "create", "two-trainjobs.yaml"))},
+		{"file-not-a-trainjob", withArgs(kube, "create", "-f", filepath.Join("testdata", "create", "runtime.yaml"))},
+		{"file-unknown-field", withArgs(kube, "create", "-f", filepath.Join("testdata", "create", "unknown-field.yaml"))},
+		{"already-exists", withArgs(kube, "create", "llama", "--runtime", createRuntime)},
+		{"namespace-not-found", []string{"--kubeconfig", c.KubeconfigPath, "-n", "no-such-namespace", "create", "bad", "--runtime", createRuntime}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			AssertGolden(t, "create/"+tc.name, n.Normalize(Run(t, "", cmd, tc.args...).String()))
+			assertNoTrainJob(t, cl, ns, "bad")
+		})
+	}
+	t.Run("no-kubeconfig", func(t *testing.T) {
+		noKubeconfig(t)
+		AssertGolden(t, "create/no-kubeconfig", Run(t, "", cmd, "create", "bad", "--runtime", createRuntime).String())
+	})
+
+	var names []string
+	var list trainer.TrainJobList
+	if err := cl.List(t.Context(), &list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, tj := range list.Items {
+		names = append(names, tj.Name)
+	}
+	if diff := cmp.Diff([]string{"by-alice", "from-file", "from-stdin", "llama", "llama-2"}, names); diff != "" {
+		t.Errorf("TrainJobs in the namespace (-want +got):\n%s", diff)
+	}
+}
+
+// TestCreateWait creates TrainJobs with --wait and --follow and plays their lives by writing their status as
+// upstream's controller would: the exit code is the outcome.
+func TestCreateWait(t *testing.T) {
+	c, f := newFixture(t)
+	cl, ns := f.c, f.ns
+	ensureClusterRuntime(t, cl, createRuntime)
+	kube := kubeArgs(c, ns)
+	n := Normalizer{Replace: map[string]string{ns: "<ns>"}}
+
+	finish := func(typ, reason, message string) func(t *testing.T, tj *trainer.TrainJob) {
+		return func(t *testing.T, tj *trainer.TrainJob) {
+			tj.Status.Conditions = append(tj.Status.Conditions, condition(typ, reason, message, metav1.ConditionTrue, at(tj, 90*time.Second)))
+			f.updateStatus(tj)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		play func(t *testing.T, tj *trainer.TrainJob)
+	}{
+		{"wait-complete", []string{"--wait"}, finish(trainer.TrainJobComplete, "JobSetCompleted", "jobset completed")},
+		{"wait-failed", []string{"--wait", "--timeout", "10m"}, finish(trainer.TrainJobFailed, "BackoffLimitExceeded", "jobset failed: job llama-node-0 has failed")},
+		{"wait-timeout", []string{"--wait", "--timeout", "2s"}, nil},
+		{"follow", []string{"--follow"}, func(t *testing.T, tj *trainer.TrainJob) {
+			playPipeline(t, f, tj)
+			finish(trainer.TrainJobComplete, "JobSetCompleted", "jobset completed")(t, tj)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			name := tc.name
+			clk := &creationClock{c: cl, key: client.ObjectKey{Namespace: ns, Name: name}, offset: 2 * time.Minute}
+			run := Start(t, "", []plugin.CommandAdder{createCmd(clk)}, slices.Concat(kube, []string{"create", name, "--runtime", createRuntime}, tc.args)...)
+			tj := &trainer.TrainJob{}
+			eventually(t, "the TrainJob is created", func(ctx context.Context) (bool, error) {
+				err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, tj)
+				return err == nil, client.IgnoreNotFound(err)
+			})
+			if tc.play != nil {
+				run.WaitForOutput(t, "created")
+				tc.play(t, tj)
+			}
+			n := n
+			n.Base = tj.CreationTimestamp.Time
+			AssertGolden(t, "create/"+tc.name, n.Normalize(run.Wait(t).String()))
+		})
+	}
+}
+
+// playPipeline moves a TrainJob through its initializer to training, as upstream's controller and the JobSet
+// controller would show it: the JobSet, then jobsStatus as Jobs start and end. The pauses let the follower
+// see each stage.
+func playPipeline(t *testing.T, f *fixture, tj *trainer.TrainJob) {
+	t.Helper()
+	f.jobSet(tj, trainer.DatasetInitializerName, trainer.Node)
+	tj.Status.JobsStatus = []trainer.JobStatus{jobStatus(trainer.DatasetInitializerName, 1, 1, 0, 0), jobStatus(trainer.Node, 0, 0, 0, 0)}
+	f.updateStatus(tj)
+	time.Sleep(time.Second)
+	tj.Status.JobsStatus = []trainer.JobStatus{jobStatus(trainer.DatasetInitializerName, 0, 0, 1, 0), jobStatus(trainer.Node, 1, 1, 0, 0)}
+	f.updateStatus(tj)
+	time.Sleep(time.Second)
+	tj.Status.JobsStatus = []trainer.JobStatus{jobStatus(trainer.DatasetInitializerName, 0, 0, 1, 0), jobStatus(trainer.Node, 0, 0, 1, 0)}
+}
+
+// createCmd is `create` with the clock of --follow given.
+func createCmd(clk clock.PassiveClock) plugin.CommandAdder {
+	return func(f *cmdutil.Factory, s cmdutil.Streams) *cobra.Command {
+		o := create.NewCreateOptions(s)
+		o.Clock = clk
+		return create.NewCmdCreateWithOptions(f, o)
+	}
+}
+
+// creationClock reads as a fixed time after the creation of a TrainJob (once it exists), so that what a
+// command prints about "now" is the same in every run.
+type creationClock struct {
+	c      client.Client
+	key    client.ObjectKey
+	offset time.Duration
+
+	mu      sync.Mutex
+	created time.Time
+}
+
+func (k *creationClock) Now() time.Time {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.created.IsZero() {
+		tj := &trainer.TrainJob{}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := k.c.Get(ctx, k.key, tj); err != nil {
+			return time.Now()
+		}
+		k.created = tj.CreationTimestamp.Time
+	}
+	return k.created.Add(k.offset)
+}
+
+func (k *creationClock) Since(t time.Time) time.Duration { return k.Now().Sub(t) }
+
+// ensureClusterRuntime creates a minimal ClusterTrainingRuntime unless another test did already.
+func ensureClusterRuntime(t *testing.T, cl client.Client, name string) {
+	t.Helper()
+	rt := &trainer.ClusterTrainingRuntime{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{trainer.FrameworkLabel: "torch"}}, Spec: minimalRuntimeSpec()}
+	if err := cl.Create(t.Context(), rt); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+}
+
+// minimalRuntimeSpec is a torch runtime with one trainer node.
+func minimalRuntimeSpec() trainer.TrainingRuntimeSpec {
+	return trainer.TrainingRuntimeSpec{
+		MLPolicy: &trainer.MLPolicy{NumNodes: ptr.To[int32](1), MLPolicySource: trainer.MLPolicySource{Torch: &trainer.TorchMLPolicySource{}}},
+		Template: trainer.JobSetTemplateSpec{Spec: jobsetv1alpha2.JobSetSpec{ReplicatedJobs: []jobsetv1alpha2.ReplicatedJob{{
+			Name: trainer.Node, Replicas: 1,
+			Template: batchv1.JobTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{trainer.AncestorLabel: trainer.AncestorTrainer}},
+				Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{
+					Name: trainer.Node, Image: "pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime",
+				}}}}},
+			},
+		}}}},
+	}
+}
+
+func assertNoTrainJob(t *testing.T, cl client.Client, ns, name string) {
+	t.Helper()
+	err := cl.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, &trainer.TrainJob{})
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("TrainJob %s/%s exists (or cannot be read: %v); bad input must create nothing", ns, name, err)
+	}
+}
+
+// decodeTrainJob decodes the YAML a command printed.
+func decodeTrainJob(t *testing.T, s string) *trainer.TrainJob {
+	t.Helper()
+	tj := &trainer.TrainJob{}
+	if err := yaml.Unmarshal([]byte(strings.TrimSpace(s)), tj); err != nil {
+		t.Fatalf("decode %q: %v", s, err)
+	}
+	return tj
+}
