@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -71,18 +72,7 @@ type Result struct {
 // printed as "error: …" on stderr and turned into the exit code. stdin is what the command reads.
 func Run(t *testing.T, stdin string, adders []plugin.CommandAdder, args ...string) Result {
 	t.Helper()
-	var out, errOut bytes.Buffer
-	streams := cmdutil.Streams{In: strings.NewReader(stdin), Out: &out, ErrOut: &errOut}
-	root := plugin.NewRootCommand(cmdutil.NewFactory(), streams, adders...)
-	root.SetArgs(args)
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	code := cmdutil.ExitOK
-	if err := root.ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(&errOut, "error:", err)
-		code = cmdutil.ExitCode(err)
-	}
-	return Result{Stdout: out.String(), Stderr: errOut.String(), Code: code}
+	return Start(t, stdin, adders, args...).Wait(t)
 }
 
 // String is the result as a golden file holds it.
@@ -158,4 +148,83 @@ func (n Normalizer) offset(d time.Duration) string {
 		return "<T-" + (-d).String() + ">"
 	}
 	return "<T+" + d.String() + ">"
+}
+
+// Started is a command running in the background, as Run runs it, whose output can be read while it runs.
+type Started struct {
+	args   []string
+	out    *syncBuffer
+	errOut *syncBuffer
+	done   chan Result
+	result *Result
+}
+
+// Start starts `kubectl trainjob ARGS…` in-process with the given commands; Wait returns its Result.
+func Start(t *testing.T, stdin string, adders []plugin.CommandAdder, args ...string) *Started {
+	t.Helper()
+	s := &Started{args: args, out: &syncBuffer{}, errOut: &syncBuffer{}, done: make(chan Result, 1)}
+	streams := cmdutil.Streams{In: strings.NewReader(stdin), Out: s.out, ErrOut: s.errOut}
+	root := plugin.NewRootCommand(cmdutil.NewFactory(), streams, adders...)
+	root.SetArgs(args)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	go func() {
+		defer cancel()
+		code := cmdutil.ExitOK
+		if err := root.ExecuteContext(ctx); err != nil {
+			fmt.Fprintln(s.errOut, "error:", err)
+			code = cmdutil.ExitCode(err)
+		}
+		s.done <- Result{Stdout: s.out.String(), Stderr: s.errOut.String(), Code: code}
+	}()
+	return s
+}
+
+// WaitForOutput waits until the command has printed text on stdout.
+func (s *Started) WaitForOutput(t *testing.T, text string) {
+	t.Helper()
+	deadline := time.After(2 * time.Minute)
+	for !strings.Contains(s.out.String(), text) {
+		select {
+		case r := <-s.done:
+			s.result = &r
+			t.Fatalf("kubectl trainjob %s ended before printing %q:\n%s", strings.Join(s.args, " "), text, r)
+		case <-deadline:
+			t.Fatalf("kubectl trainjob %s did not print %q; stdout:\n%s\nstderr:\n%s", strings.Join(s.args, " "), text, s.out.String(), s.errOut.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// Wait waits for the command to end.
+func (s *Started) Wait(t *testing.T) Result {
+	t.Helper()
+	if s.result != nil {
+		return *s.result
+	}
+	select {
+	case r := <-s.done:
+		s.result = &r
+		return r
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("kubectl trainjob %s did not end; stdout:\n%s\nstderr:\n%s", strings.Join(s.args, " "), s.out.String(), s.errOut.String())
+	}
+	return Result{}
+}
+
+// syncBuffer is a bytes.Buffer that can be read while a command writes to it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
