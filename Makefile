@@ -49,6 +49,23 @@ test-unit: ## Unit tests, golden files and fuzz seed corpora (no cluster).
 test-integration: tools ## Tests against a real API server and the local GPU cluster.
 	go test $(GO_TEST_FLAGS) -timeout 40m ./test/...
 
+.PHONY: test-e2e
+test-e2e: tools build ## End-to-end tests and the demo's --no-wait run on the local simulated-GPU cluster (part of test-integration).
+	KUBECTL_TRAINJOB_BIN=$(CURDIR)/bin/kubectl-trainjob go test $(GO_TEST_FLAGS) -timeout 30m ./test/e2e/... ./test/demo/...
+
+##@ Demo
+# DEMO_ARGS=--no-wait stops everything once the sample TrainJob is Complete, for scripts.
+DEMO_ARGS ?=
+.PHONY: demo
+demo: ## The product on a local simulated-GPU cluster: a TrainJob followed until Complete; Ctrl-C stops it.
+	@echo "==> make tools: the local cluster's programs (cached by version; about 26 minutes on a fresh machine)"
+	@$(MAKE) --no-print-directory tools
+	@echo "==> make build: bin/kubectl-trainjob (each package is listed while it compiles)"
+	@GOFLAGS=-v $(MAKE) --no-print-directory build
+	@echo "==> go build ./test/demo"
+	@go build -o bin/demo/demo ./test/demo
+	@bin/demo/demo -binary=bin/kubectl-trainjob -dir=bin/demo $(DEMO_ARGS)
+
 .PHONY: fuzz
 fuzz: ## Fuzz the Build phase for FUZZTIME (default 2m).
 	go test ./pkg/pipeline/... -run '^$$' -fuzz FuzzBuild -fuzztime $${FUZZTIME:-2m}
@@ -85,6 +102,6 @@ image: ## Build the operator image $(IMAGE) from the Dockerfile; without Docker,
 
 .PHONY: help
 help:
-	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*?##/ { printf "  %-16s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z0-9_-]+:.*?##/ { printf "  %-16s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 
 -include test/tools/tools.mk

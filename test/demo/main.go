@@ -1,0 +1,191 @@
+// Command demo is `make demo`: the product on a local simulated-GPU cluster. It starts the full local cluster
+// (test/cluster), installs config/default and runs the operator as its Deployment would (test/stack),
+// creates a multi-node torch TrainJob with a dataset initializer on the GPU nodes with `kubectl trainjob
+// create`, follows it with `kubectl trainjob status -w` until it is Complete, prints what to try next and
+// keeps the cluster up until Ctrl-C. With -no-wait it stops everything once the TrainJob has ended, for
+// scripts and CI; it exits 1 unless the TrainJob is Complete.
+//
+// It is a development program: the shipped binary does not contain it.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
+	"github.com/kubectl-trainjob/kubectl-trainjob/test/stack"
+)
+
+// The demo's TrainJob and its runtime, next to this file.
+const (
+	trainJobName = "demo"
+	namespace    = "default"
+	runtimeFile  = "test/demo/runtime.yaml"
+	trainJobFile = "test/demo/trainjob.yaml"
+)
+
+// podRunDuration is how long a simulated pod runs unless it says otherwise (SIM_RUN_SECONDS): long enough to
+// watch the jobs you create after the demo's.
+const podRunDuration = 10 * time.Second
+
+type options struct {
+	// noWait stops everything once the TrainJob has ended instead of waiting for Ctrl-C.
+	noWait bool
+	// binary is the kubectl-trainjob binary: the operator and every command shown run from it.
+	binary string
+	// dir receives the kubeconfig and logs/ (the components' and the operator's logs).
+	dir string
+	// root is the repository.
+	root string
+
+	out io.Writer
+}
+
+func main() {
+	var o options
+	flag.BoolVar(&o.noWait, "no-wait", false, "stop everything once the TrainJob has ended, instead of keeping the cluster up until Ctrl-C")
+	flag.StringVar(&o.binary, "binary", "bin/kubectl-trainjob", "the kubectl-trainjob binary (`make build`)")
+	flag.StringVar(&o.dir, "dir", "bin/demo", "folder for the kubeconfig and logs/")
+	flag.Parse()
+	o.out = os.Stdout
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, o options) (err error) {
+	if o.root == "" {
+		if o.root, err = cluster.RepoRoot(); err != nil {
+			return err
+		}
+	}
+	for _, p := range []*string{&o.binary, &o.dir} {
+		if *p, err = filepath.Abs(*p); err != nil {
+			return err
+		}
+	}
+	if _, err := os.Stat(o.binary); err != nil {
+		return fmt.Errorf("%w: run `make build` (or `make demo`)", err)
+	}
+	logDir := filepath.Join(o.dir, "logs")
+	kubeconfig := filepath.Join(o.dir, "kubeconfig")
+	begin := time.Now()
+	step := newSteps(o.out)
+
+	step.start("Starting the local cluster: kube-apiserver, etcd, kube-controller-manager, kube-scheduler, JobSet, KWOK with 4 GPU nodes × 8 nvidia.com/gpu and 2 CPU nodes")
+	c, err := cluster.Start(ctx, cluster.Options{Profile: cluster.ProfileFull, LogDir: logDir, PodRunDuration: podRunDuration})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		fmt.Fprintln(o.out, "Stopping the operator and the cluster…")
+		err = errors.Join(err, c.Stop(), os.Remove(kubeconfig))
+	}()
+	if err := c.WriteKubeconfig(kubeconfig); err != nil {
+		return err
+	}
+	step.done()
+
+	step.start("Installing `kustomize build config/default` server-side: CRDs, RBAC, webhooks, the shipped ClusterTrainingRuntimes; running the operator's Deployment as a process")
+	s, err := stack.Up(ctx, c, stack.Options{Binary: o.binary, Dir: o.dir, LogDir: logDir, Logf: step.detail})
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, s.Down()) }()
+	step.done()
+
+	step.start("Applying the TrainingRuntime " + runtimeFile + ": torch, a dataset-initializer step, trainer nodes on the GPU nodes")
+	if err := stack.ApplyFile(ctx, s.Client, filepath.Join(o.root, runtimeFile), namespace); err != nil {
+		return err
+	}
+	step.done()
+
+	cli := func(args ...string) *exec.Cmd {
+		cmd := exec.CommandContext(ctx, o.binary, args...)
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+		cmd.Stdout, cmd.Stderr = o.out, o.out
+		cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+		return cmd
+	}
+	step.start("kubectl trainjob create -f " + trainJobFile + "   (4 nodes × 8 GPUs, dataset initializer)")
+	if err := cli("create", "-n", namespace, "-f", filepath.Join(o.root, trainJobFile)).Run(); err != nil {
+		return fmt.Errorf("kubectl trainjob create: %w", err)
+	}
+	step.done()
+
+	step.start("kubectl trainjob status " + trainJobName + " -w")
+	statusErr := cli("status", "-n", namespace, trainJobName, "-w").Run()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if statusErr != nil {
+		return fmt.Errorf("TrainJob %s did not complete (kubectl trainjob status -w: %w); logs in %s", trainJobName, statusErr, logDir)
+	}
+	fmt.Fprintf(o.out, "\nTrainJob %s/%s is Complete, %v after `make demo` started.\n", namespace, trainJobName, time.Since(begin).Round(time.Second))
+	if o.noWait {
+		return nil
+	}
+	printNext(o.out, o.binary, kubeconfig, logDir)
+	<-ctx.Done()
+	fmt.Fprintln(o.out)
+	return nil
+}
+
+// printNext tells what to try while the cluster stays up.
+func printNext(w io.Writer, binary, kubeconfig, logDir string) {
+	fmt.Fprintf(w, `
+The cluster stays up until Ctrl-C. In another terminal:
+
+  export KUBECONFIG=%s
+  export PATH=%s:$PATH
+
+  kubectl-trainjob list
+  kubectl-trainjob status %[3]s                        # the stages, jobs, pods and timeline
+  kubectl-trainjob logs %[3]s --rank all               # every trainer node
+  kubectl-trainjob logs %[3]s --stage dataset-initializer
+  kubectl-trainjob describe-pipeline %[3]s             # what each plugin of the operator did
+
+  # A second job that does not fit: 16 GPUs per node, the nodes have 8.
+  kubectl-trainjob create too-big --runtime torch-distributed --nodes 2 --gpus-per-node 16
+  kubectl-trainjob status too-big                     # Pending, with the scheduler's reason
+  kubectl-trainjob delete too-big
+
+(kubectl trainjob … is the same command when kubectl is on your PATH.)
+Logs of every component and of the operator: %s
+`, kubeconfig, filepath.Dir(binary), trainJobName, logDir)
+}
+
+// steps prints numbered progress lines with their durations.
+type steps struct {
+	w     io.Writer
+	n     int
+	begin time.Time
+}
+
+func newSteps(w io.Writer) *steps { return &steps{w: w} }
+
+func (s *steps) start(what string) {
+	s.n++
+	s.begin = time.Now()
+	fmt.Fprintf(s.w, "==> [%d] %s\n", s.n, what)
+}
+
+func (s *steps) detail(format string, args ...any) {
+	fmt.Fprintf(s.w, "    "+format+"\n", args...)
+}
+
+func (s *steps) done() {
+	fmt.Fprintf(s.w, "    done in %v\n", time.Since(s.begin).Round(100*time.Millisecond))
+}

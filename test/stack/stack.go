@@ -1,0 +1,187 @@
+package stack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/scheme"
+	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
+)
+
+// BinaryEnv names the environment variable that gives a kubectl-trainjob binary already built (`make
+// test-e2e` sets it to bin/kubectl-trainjob); without it, Binary builds one.
+const BinaryEnv = "KUBECTL_TRAINJOB_BIN"
+
+// operatorReadyTimeout bounds how long the operator may take to serve its webhooks after it starts.
+const operatorReadyTimeout = 2 * time.Minute
+
+// Options configure Up.
+type Options struct {
+	// Binary is the kubectl-trainjob binary the operator runs from.
+	Binary string
+	// Dir receives the operator's volumes (configuration, certificates) and its ServiceAccount's kubeconfig.
+	Dir string
+	// LogDir receives operator.log. Default: Dir.
+	LogDir string
+	// Logf reports progress and trouble with volumes. Default: nothing is reported.
+	Logf func(format string, args ...any)
+}
+
+// Stack is the product installed on a running local cluster.
+type Stack struct {
+	Cluster *cluster.Cluster
+	// Client is a client of the cluster's administrator with the project's scheme.
+	Client   client.Client
+	Operator *Operator
+
+	stopVolumes context.CancelFunc
+}
+
+// Up applies the manifests of config/default (all but the operator's Deployment) to c, runs the
+// Deployment's container as a process of binary, binds claims to volumes, and returns once the operator is
+// ready and the API server reaches its webhooks. On error, whatever it started is stopped.
+func Up(ctx context.Context, c *cluster.Cluster, opts Options) (s *Stack, err error) {
+	logf := opts.Logf
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	if opts.LogDir == "" {
+		opts.LogDir = opts.Dir
+	}
+	root, err := cluster.RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	cl, err := client.New(c.Config, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		return nil, err
+	}
+	s = &Stack{Cluster: c, Client: cl}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, s.Down())
+		}
+	}()
+
+	objs, err := buildManifests(ctx, root)
+	if err != nil {
+		return s, err
+	}
+	pod, err := operatorDeployment(objs)
+	if err != nil {
+		return s, err
+	}
+	ports, err := freeOperatorPorts()
+	if err != nil {
+		return s, err
+	}
+	var install []*unstructured.Unstructured
+	for _, u := range objs {
+		switch u.GetKind() {
+		case "Deployment":
+			continue // runs as a process
+		case "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration":
+			if err := webhooksByURL(u, ports.webhook); err != nil {
+				return s, err
+			}
+		}
+		install = append(install, u)
+	}
+	logf("applying %d objects of `kustomize build %s` (server-side; not the Deployment)", len(install), kustomizationDir)
+	if err := applyObjects(ctx, cl, install); err != nil {
+		return s, err
+	}
+
+	volumesCtx, stopVolumes := context.WithCancel(context.WithoutCancel(ctx))
+	s.stopVolumes = stopVolumes
+	if err := bindVolumes(volumesCtx, c.Clientset(), logf); err != nil {
+		return s, err
+	}
+
+	lp, err := newLocalPod(filepath.Join(opts.Dir, "operator"), pod, objs)
+	if err != nil {
+		return s, err
+	}
+	cfg, err := localConfig(lp, pod, ports)
+	if err != nil {
+		return s, err
+	}
+	kubeconfig := filepath.Join(opts.Dir, "operator", "kubeconfig")
+	if err := serviceAccountKubeconfig(ctx, c.Config, pod, kubeconfig); err != nil {
+		return s, err
+	}
+	if err := os.MkdirAll(opts.LogDir, 0o755); err != nil {
+		return s, err
+	}
+	if s.Operator, err = startOperator(opts.Binary, pod, lp, kubeconfig, filepath.Join(opts.LogDir, "operator.log"), cfg); err != nil {
+		return s, err
+	}
+	logf("operator started: %v", s.Operator.Args)
+	if err := s.waitOperator(ctx); err != nil {
+		return s, err
+	}
+	return s, nil
+}
+
+// waitOperator polls until the operator is ready and its webhooks admit, failing at once if it exits.
+func (s *Stack) waitOperator(ctx context.Context) error {
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, operatorReadyTimeout, true, func(ctx context.Context) (bool, error) {
+		if err := s.Operator.Exited(); err != nil {
+			return false, err
+		}
+		if last = s.Operator.ready(ctx); last != nil {
+			return false, nil
+		}
+		last = webhooksAdmit(ctx, s.Client)
+		return last == nil, nil
+	})
+	if err != nil && last != nil {
+		return fmt.Errorf("the operator is not ready after %v: %w (log: %s)", operatorReadyTimeout, last, s.Operator.LogPath)
+	}
+	return err
+}
+
+// Down stops the operator and the volume binder; the cluster is the caller's to stop.
+func (s *Stack) Down() error {
+	var err error
+	if s.Operator != nil {
+		err = s.Operator.Stop()
+	}
+	if s.stopVolumes != nil {
+		s.stopVolumes()
+	}
+	return err
+}
+
+// Binary returns the kubectl-trainjob binary to run: $KUBECTL_TRAINJOB_BIN, else one built from the
+// repository's cmd/kubectl-trainjob into dir.
+func Binary(ctx context.Context, dir string) (string, error) {
+	if bin := os.Getenv(BinaryEnv); bin != "" {
+		if _, err := os.Stat(bin); err != nil {
+			return "", fmt.Errorf("%s: %w", BinaryEnv, err)
+		}
+		return bin, nil
+	}
+	root, err := cluster.RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "kubectl-trainjob")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/kubectl-trainjob")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/kubectl-trainjob: %w\n%s", err, out)
+	}
+	return bin, nil
+}
