@@ -585,10 +585,15 @@ func reason(s *Summary, in Objects) string {
 	}
 	switch s.Stage {
 	case stage.Initializing:
-		return "running " + strings.Join(activeSteps(s.Jobs, true), ", ") + podsRunning(s.Pods, stage.IsInitializer)
+		if steps := activeSteps(s.Jobs, true); len(steps) > 0 {
+			return "running " + strings.Join(steps, ", ") + podsRunning(s.Pods, stage.IsInitializer)
+		}
+		return "initializers done, waiting for the trainer's Jobs"
 	case stage.Training:
-		return "running " + strings.Join(activeSteps(s.Jobs, false), ", ") +
-			podsRunning(s.Pods, func(rj string) bool { return !stage.IsInitializer(rj) })
+		if steps := activeSteps(s.Jobs, false); len(steps) > 0 {
+			return "running " + strings.Join(steps, ", ") + podsRunning(s.Pods, func(rj string) bool { return !stage.IsInitializer(rj) })
+		}
+		return "the trainer's Jobs ended, waiting for the controller to mark the TrainJob Complete or Failed"
 	}
 	// Pending.
 	if in.JobSet == nil {

@@ -212,6 +212,14 @@ func TestReason(t *testing.T) {
 		})}},
 		want: "Initializing: running dataset-initializer (1/1 pods running)",
 	}, {
+		name: "between the initializers and the trainer",
+		in: Objects{TrainJob: func() *trainer.TrainJob {
+			tj := trainJob()
+			tj.Status.JobsStatus = []trainer.JobStatus{{Name: "dataset-initializer", Active: ptr.To[int32](0), Ready: ptr.To[int32](0), Succeeded: ptr.To[int32](1), Failed: ptr.To[int32](0), Suspended: ptr.To[int32](0)}}
+			return tj
+		}(), JobSet: jobSet},
+		want: "Initializing: initializers done, waiting for the trainer's Jobs",
+	}, {
 		name: "suspended by spec before the controller reacts",
 		in:   Objects{TrainJob: func() *trainer.TrainJob { tj := trainJob(); tj.Spec.Suspend = ptr.To(true); return tj }()},
 		want: "Suspended: spec.suspend is true",
