@@ -162,6 +162,24 @@ spec:
   runtimeRef: {name: torch, kind: TrainingRuntime}
   trainer: {env: [{name: PET_NNODES, value: "2"}]}`, want: admission{403, deniedTrainJob +
 			`spec.trainer.env: Invalid value: [{"name":"PET_NNODES","value":"2"}]: must not have reserved envs, invalid envs configured: [PET_NNODES]`}},
+		{name: "runtimePatch of a job the runtime lacks", doc: `
+metadata: {name: patch-unknown-job}
+spec:
+  runtimeRef: {name: torch, kind: TrainingRuntime}
+  runtimePatches:
+    - manager: test.io/manager
+      trainingRuntimeSpec: {template: {spec: {replicatedJobs: [{name: launcher, template: {spec: {template: {spec: {nodeSelector: {a: b}}}}}}]}}}`,
+			want: admission{403, deniedTrainJob +
+				`spec.runtimePatches[0].trainingRuntimeSpec.template.spec.replicatedJobs[0].name: Invalid value: "launcher": must not have replicated job that doesn't exist in the runtime job template`}},
+		{name: "runtimePatch of the trainer's env", doc: `
+metadata: {name: patch-node-env}
+spec:
+  runtimeRef: {name: torch, kind: TrainingRuntime}
+  runtimePatches:
+    - manager: test.io/manager
+      trainingRuntimeSpec: {template: {spec: {replicatedJobs: [{name: node, template: {spec: {template: {spec: {containers: [{name: node, env: [{name: A, value: b}]}]}}}}}]}}}`,
+			want: admission{403, deniedTrainJob +
+				`spec.runtimePatches[0].trainingRuntimeSpec.template.spec.replicatedJobs[0].template.spec.template.spec.containers[0].env: Forbidden: must not have envs for the dataset-initializer, model-initializer, node containers`}},
 		{name: "storageUri without scheme", doc: `
 metadata: {name: uri-invalid}
 spec: {runtimeRef: {name: ` + withInitializer.Name + `}, initializer: {dataset: {storageUri: "invalid"}}}`,
