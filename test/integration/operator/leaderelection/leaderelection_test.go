@@ -1,7 +1,8 @@
-// Package leaderelection_test runs two operators against one API server:
-// `kubectl-trainjob operator` in a child process, and one in the test
-// process. Only the leader reconciles; when the leader is killed, the other
-// takes over.
+// Package leaderelection_test runs operators that reconcile only (no
+// webhooks) against one API server: two at once, `kubectl-trainjob
+// operator` in a child process and one in the test process, of which only
+// the leader reconciles until it is killed and the other takes over; and
+// one restricted to a namespace.
 package leaderelection_test
 
 import (
@@ -117,15 +118,7 @@ func TestLeaderElection(t *testing.T) {
 	optest.Eventually(t, "operator B is ready", b.Ready)
 
 	ns := optest.NewNamespace(t, env.Client)
-	rt := &trainer.TrainingRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "torch"}}
-	rt.Spec.MLPolicy = &trainer.MLPolicy{NumNodes: ptr.To[int32](1), MLPolicySource: trainer.MLPolicySource{Torch: &trainer.TorchMLPolicySource{}}}
-	rt.Spec.Template.Spec.ReplicatedJobs = []jobsetv1alpha2.ReplicatedJob{{Name: trainer.Node, Replicas: 1}}
-	rt.Spec.Template.Spec.ReplicatedJobs[0].Template.Labels = map[string]string{trainer.AncestorLabel: trainer.AncestorTrainer}
-	rt.Spec.Template.Spec.ReplicatedJobs[0].Template.Spec.Template.Spec.Containers = []corev1.Container{{Name: trainer.Node, Image: "node"}}
-	if err := env.Client.Create(t.Context(), rt); err != nil {
-		t.Fatal(err)
-	}
-
+	createRuntime(t, ns)
 	reachesJobSet(t, ns, "before")
 	optest.Consistently(t, "only operator A leads", func(ctx context.Context) error {
 		select {
@@ -182,5 +175,52 @@ func reachesJobSet(t *testing.T, ns, name string) {
 			return fmt.Errorf("conditions %+v", got.Status.Conditions)
 		}
 		return nil
+	})
+}
+
+// createRuntime creates the TrainingRuntime torch in ns.
+func createRuntime(t *testing.T, ns string) {
+	t.Helper()
+	rt := &trainer.TrainingRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "torch"}}
+	rt.Spec.MLPolicy = &trainer.MLPolicy{NumNodes: ptr.To[int32](1), MLPolicySource: trainer.MLPolicySource{Torch: &trainer.TorchMLPolicySource{}}}
+	rt.Spec.Template.Spec.ReplicatedJobs = []jobsetv1alpha2.ReplicatedJob{{Name: trainer.Node, Replicas: 1}}
+	rt.Spec.Template.Spec.ReplicatedJobs[0].Template.Labels = map[string]string{trainer.AncestorLabel: trainer.AncestorTrainer}
+	rt.Spec.Template.Spec.ReplicatedJobs[0].Template.Spec.Template.Spec.Containers = []corev1.Container{{Name: trainer.Node, Image: "node"}}
+	if err := env.Client.Create(t.Context(), rt); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestWatchNamespace: an operator told to watch one namespace reconciles
+// the TrainJobs there and no others.
+func TestWatchNamespace(t *testing.T) {
+	watched, other := optest.NewNamespace(t, env.Client), optest.NewNamespace(t, env.Client)
+	createRuntime(t, watched)
+	createRuntime(t, other)
+	cfg := withoutWebhooks(t)
+	cfg.LeaderElection.LeaderElect = ptr.To(false)
+	cfg.Controller.WatchNamespace = watched
+	op, err := optest.StartOperator(t.Context(), env.Cluster.Config, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = op.Stop() })
+	optest.Eventually(t, "the operator is ready", op.Ready)
+
+	reachesJobSet(t, watched, "watched")
+	tj := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Namespace: other, Name: "unwatched"}}
+	tj.Spec.RuntimeRef = trainer.RuntimeRef{Name: "torch", Kind: ptr.To(trainer.TrainingRuntimeKind)}
+	if err := env.Client.Create(t.Context(), tj); err != nil {
+		t.Fatal(err)
+	}
+	optest.Consistently(t, "the TrainJob of another namespace is left alone", func(ctx context.Context) error {
+		got := &trainer.TrainJob{}
+		if err := optest.Get(ctx, env.Client, client.ObjectKeyFromObject(tj), got); err != nil {
+			return err
+		}
+		if len(got.Status.Conditions) > 0 {
+			return fmt.Errorf("reconciled: %+v", got.Status.Conditions)
+		}
+		return optest.Absent(ctx, env.Client, client.ObjectKeyFromObject(tj), &jobsetv1alpha2.JobSet{})
 	})
 }
