@@ -64,7 +64,8 @@ type Progress struct {
 }
 
 // StageSpan is one stage of the pipeline. Start is unset while the stage has not begun, End while it runs.
-// Duration is End-Start, or now-Start while the stage runs, as a Go duration ("1m30s").
+// Duration is End-Start, or now-Start while the stage runs, as a Go duration ("1m30s"); it is empty when
+// not known (Pending's end when the Jobs that ended it cannot be read).
 type StageSpan struct {
 	Name     stage.Stage  `json:"name"`
 	Start    *metav1.Time `json:"start,omitempty"`
@@ -419,8 +420,13 @@ func stageSpans(tj *trainer.TrainJob, current stage.Stage, jobs []JobSummary, no
 		spans = append(spans, init)
 	}
 	spans = append(spans, train)
+	// Jobs ran (jobsStatus counts them) but none can be read to tell when: Pending ended, nobody knows when.
+	pendingEndUnknown := firstStart == nil && slices.ContainsFunc(jobs, func(j JobSummary) bool { return j.Active+j.Succeeded+j.Failed > 0 })
 	// A terminal TrainJob closes every stage that had begun: nothing runs any more.
 	for i := range spans {
+		if i == 0 && pendingEndUnknown {
+			continue
+		}
 		if terminalAt != nil && spans[i].Start != nil && spans[i].End == nil {
 			spans[i].End = terminalAt
 		}
@@ -431,7 +437,7 @@ func stageSpans(tj *trainer.TrainJob, current stage.Stage, jobs []JobSummary, no
 	for i := range spans {
 		sp := &spans[i]
 		switch {
-		case sp.Start == nil:
+		case sp.Start == nil, i == 0 && pendingEndUnknown:
 		case sp.End != nil:
 			sp.Duration = sp.End.Sub(sp.Start.Time).String()
 		default:

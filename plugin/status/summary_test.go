@@ -140,6 +140,14 @@ func TestStages(t *testing.T) {
 		jobs: []batchv1.Job{job("node", time.Minute, nil)},
 		want: []span{{"Pending", "0s", "1m0s", "1m0s"}, {"Training", "1m0s", "10m0s", "9m0s"}, {"Failed", "10m0s", "10m0s", "0s"}},
 	}, {
+		name: "Jobs ran but cannot be read, nor their pods: Pending's end is unknown",
+		tj: func() *trainer.TrainJob {
+			tj := trainJob(cond("Complete", "AllJobsCompleted", metav1.ConditionTrue, 3*time.Minute))
+			tj.Status.JobsStatus = []trainer.JobStatus{{Name: "node", Active: ptr.To[int32](0), Ready: ptr.To[int32](0), Succeeded: ptr.To[int32](1), Failed: ptr.To[int32](0), Suspended: ptr.To[int32](0)}}
+			return tj
+		}(),
+		want: []span{{"Pending", "0s", "-", ""}, {"Training", "-", "-", ""}, {"Complete", "3m0s", "3m0s", "0s"}},
+	}, {
 		name: "without Jobs to read, the pods tell",
 		tj:   trainJob(cond("Complete", "AllJobsCompleted", metav1.ConditionTrue, 3*time.Minute)),
 		pods: []corev1.Pod{

@@ -21,6 +21,7 @@ import (
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/printers"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/status"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 )
@@ -311,6 +312,7 @@ func TestStatus(t *testing.T) {
 		{"WatchTerminal", testStatusWatchTerminal},
 		{"WatchLive", testStatusWatchLive},
 		{"WatchTerminalScreen", testStatusWatchScreen},
+		{"WatchLiveScreen", testStatusWatchLiveScreen},
 		{"Color", testStatusColor},
 		{"Errors", testStatusErrors},
 	} {
@@ -512,4 +514,24 @@ func testStatusColor(t *testing.T, c *cluster.Cluster) {
 	tj := failedTrainJob(f, "oom")
 	res := Run(t, "", []plugin.CommandAdder{statusCmd(tj.CreationTimestamp.Add(time.Hour), false)}, withArgs(kubeArgs(c, f.ns), "status", "oom", "--color=always")...)
 	AssertGolden(t, "status/color", f.normalizer(tj).Normalize(strings.ReplaceAll(res.String(), "\x1b", "<ESC>")))
+}
+
+// testStatusWatchLiveScreen follows a training TrainJob on a terminal: a frame, drawn in place, for each change
+// until it completes.
+func testStatusWatchLiveScreen(t *testing.T, c *cluster.Cluster) {
+	f := fixtureOn(t, c)
+	tj := runningTrainJob(f, "live")
+	run := Start(t, "", []plugin.CommandAdder{statusCmd(tj.CreationTimestamp.Add(time.Minute), true)}, withArgs(kubeArgs(c, f.ns), "status", "live", "-w")...)
+	run.WaitForOutput(t, "Training")
+	tj.Status.Conditions = []metav1.Condition{condition(trainer.TrainJobComplete, "AllJobsCompleted", "jobset completed successfully", metav1.ConditionTrue, at(tj, 5*time.Minute))}
+	tj.Status.JobsStatus = []trainer.JobStatus{jobStatus("node", 0, 0, 1, 0)}
+	f.updateStatus(tj)
+	res := run.Wait(t)
+	frames := strings.Split(res.Stdout, printers.ClearScreen)
+	if len(frames) < 3 || frames[0] != "" {
+		t.Fatalf("want every frame to begin with %q and at least two frames; got:\n%s", printers.ClearScreen, res.Stdout)
+	}
+	// The first frame and the last one; how many frames lie between depends on how the watch events batch.
+	res.Stdout = "<ESC>[H<ESC>[J" + frames[1] + "<ESC>[H<ESC>[J" + frames[len(frames)-1]
+	AssertGolden(t, "status/watch-live-screen", f.normalizer(tj).Normalize(res.String()))
 }
