@@ -89,9 +89,18 @@ func run(ctx context.Context, o options) (err error) {
 	if err != nil {
 		return err
 	}
+	var s *stack.Stack
 	defer func() {
 		fmt.Fprintln(o.out, "Stopping the operator and the cluster…")
-		err = errors.Join(err, c.Stop(), os.Remove(kubeconfig))
+		begin := time.Now()
+		if s != nil {
+			err = errors.Join(err, s.Down())
+		}
+		err = errors.Join(err, c.Stop())
+		if rmErr := os.Remove(kubeconfig); !errors.Is(rmErr, os.ErrNotExist) {
+			err = errors.Join(err, rmErr)
+		}
+		fmt.Fprintf(o.out, "Stopped in %v.\n", time.Since(begin).Round(100*time.Millisecond))
 	}()
 	if err := c.WriteKubeconfig(kubeconfig); err != nil {
 		return err
@@ -99,12 +108,14 @@ func run(ctx context.Context, o options) (err error) {
 	step.done()
 
 	step.start("Installing `kustomize build config/default` server-side: CRDs, RBAC, webhooks, the shipped ClusterTrainingRuntimes; running the operator's Deployment as a process")
-	s, err := stack.Up(ctx, c, stack.Options{Binary: o.binary, Dir: o.dir, LogDir: logDir, Logf: step.detail})
-	if err != nil {
+	if s, err = stack.Up(ctx, c, stack.Options{Binary: o.binary, Dir: o.dir, LogDir: logDir, Logf: step.detail}); err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, s.Down()) }()
 	step.done()
+
+	logsCtx, stopLogs := context.WithCancel(ctx)
+	defer stopLogs()
+	go writeTrainingLogs(logsCtx, c, namespace, trainJobName)
 
 	step.start("Applying the TrainingRuntime " + runtimeFile + ": torch, a dataset-initializer step, trainer nodes on the GPU nodes")
 	if err := stack.ApplyFile(ctx, s.Client, filepath.Join(o.root, runtimeFile), namespace); err != nil {
@@ -159,7 +170,7 @@ The cluster stays up until Ctrl-C. In another terminal:
 
   # A second job that does not fit: 16 GPUs per node, the nodes have 8.
   kubectl-trainjob create too-big --runtime torch-distributed --nodes 2 --gpus-per-node 16
-  kubectl-trainjob status too-big                     # Pending, with the scheduler's reason
+  kubectl-trainjob status too-big                     # its pods cannot be scheduled, and the scheduler says why
   kubectl-trainjob delete too-big
 
 (kubectl trainjob … is the same command when kubectl is on your PATH.)

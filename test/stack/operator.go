@@ -241,7 +241,7 @@ func startOperator(binary string, pod *deploymentPod, lp *localPod, kubeconfig, 
 			env = append(env, e.Name+"="+pod.namespace)
 		}
 	}
-	out, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	out, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}

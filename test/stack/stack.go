@@ -69,6 +69,7 @@ func Up(ctx context.Context, c *cluster.Cluster, opts Options) (s *Stack, err er
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, s.Down())
+			s = nil
 		}
 	}()
 
