@@ -68,41 +68,38 @@ func TestWait(t *testing.T) {
 		})
 	}
 
-	t.Run("becomes-complete", func(t *testing.T) {
-		tj := runningTrainJob(f, "live")
-		run := Start(t, "", cmd, withArgs(kube, "wait", "live", "--for=Complete", "--timeout=2m")...)
-		time.Sleep(500 * time.Millisecond) // let it see the TrainJob Training first
-		tj.Status.Conditions = []metav1.Condition{condition(trainer.TrainJobComplete, "AllJobsCompleted", "jobset completed successfully", metav1.ConditionTrue, at(tj, time.Minute))}
-		f.updateStatus(tj)
-		AssertGolden(t, "wait/becomes-complete", n.Normalize(run.Wait(t).String()))
-	})
-
-	t.Run("becomes-failed", func(t *testing.T) {
-		tj := runningTrainJob(f, "live-fail")
-		run := Start(t, "", cmd, withArgs(kube, "wait", "live-fail", "--for=Complete", "--timeout=2m")...)
-		time.Sleep(500 * time.Millisecond)
-		tj.Status.Conditions = []metav1.Condition{condition(trainer.TrainJobFailed, trainer.TrainJobDeadlineExceededReason, trainer.TrainJobDeadlineExceededMessage, metav1.ConditionTrue, at(tj, time.Minute))}
-		f.updateStatus(tj)
-		AssertGolden(t, "wait/becomes-failed", n.Normalize(run.Wait(t).String()))
-	})
-
-	t.Run("deleted", func(t *testing.T) {
-		tj := runningTrainJob(f, "doomed")
-		run := Start(t, "", cmd, withArgs(kube, "wait", "doomed", "--for=delete", "--timeout=2m")...)
-		time.Sleep(500 * time.Millisecond)
-		if err := f.c.Delete(t.Context(), tj); err != nil {
-			t.Fatal(err)
-		}
-		AssertGolden(t, "wait/deleted", n.Normalize(run.Wait(t).String()))
-	})
-
-	t.Run("deleted-while-waiting", func(t *testing.T) {
-		tj := runningTrainJob(f, "vanishing")
-		run := Start(t, "", cmd, withArgs(kube, "wait", "vanishing", "--for=Complete", "--timeout=2m")...)
-		time.Sleep(500 * time.Millisecond)
-		if err := f.c.Delete(t.Context(), tj); err != nil {
-			t.Fatal(err)
-		}
-		AssertGolden(t, "wait/deleted-while-waiting", n.Normalize(run.Wait(t).String()))
-	})
+	// Each TrainJob changes while a wait runs.
+	for _, tc := range []struct {
+		name, forWhat string
+		change        func(*trainer.TrainJob)
+	}{
+		{"becomes-complete", "Complete", func(tj *trainer.TrainJob) {
+			tj.Status.Conditions = []metav1.Condition{condition(trainer.TrainJobComplete, "AllJobsCompleted", "jobset completed successfully", metav1.ConditionTrue, at(tj, time.Minute))}
+			f.updateStatus(tj)
+		}},
+		{"becomes-failed", "Complete", func(tj *trainer.TrainJob) {
+			tj.Status.Conditions = []metav1.Condition{condition(trainer.TrainJobFailed, trainer.TrainJobDeadlineExceededReason, trainer.TrainJobDeadlineExceededMessage, metav1.ConditionTrue, at(tj, time.Minute))}
+			f.updateStatus(tj)
+		}},
+		{"deleted", "delete", func(tj *trainer.TrainJob) {
+			if err := f.c.Delete(t.Context(), tj); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"deleted-while-waiting", "Complete", func(tj *trainer.TrainJob) {
+			if err := f.c.Delete(t.Context(), tj); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tj := runningTrainJob(f, tc.name)
+			run := Start(t, "", cmd, withArgs(kube, "wait", tc.name, "--for="+tc.forWhat, "--timeout=2m")...)
+			// Let the wait read the TrainJob first. Only deleted-while-waiting depends on it (a TrainJob gone
+			// before the first read is "not found"), hence the generous pause for a loaded machine.
+			time.Sleep(2 * time.Second)
+			tc.change(tj)
+			AssertGolden(t, "wait/"+tc.name, n.Normalize(run.Wait(t).String()))
+		})
+	}
 }
