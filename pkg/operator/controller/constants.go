@@ -19,13 +19,6 @@ const FieldManager = "trainer"
 // cluster (kubeflow/trainer#3374).
 const TrainJobNameLabel = "trainer.kubeflow.org/trainjob-name"
 
-// The runtime snapshot: a ConfigMap `<trainjob>-runtime-snapshot` whose key
-// `runtime` holds the YAML of the runtime the TrainJob was first built from.
-const (
-	RuntimeSnapshotSuffix = "-runtime-snapshot"
-	RuntimeSnapshotKey    = "runtime"
-)
-
 // Events. Upstream records only TrainJobResourcesCreationFailed; this
 // operator also records one event per condition transition, with the
 // condition's reason and message and, as the action, the condition type.

@@ -14,6 +14,7 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/runtimes"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/scheme"
 )
@@ -51,10 +52,10 @@ func TestSnapshotRoundTrip(t *testing.T) {
 		if owner := metav1.GetControllerOf(cm); owner == nil || owner.UID != tj.UID || !ptr.Deref(owner.BlockOwnerDeletion, false) {
 			t.Errorf("snapshot owner %+v, want the TrainJob as blocking controller", owner)
 		}
-		if strings.Contains(cm.Data[RuntimeSnapshotKey], "managedFields") {
-			t.Errorf("snapshot keeps managed fields:\n%s", cm.Data[RuntimeSnapshotKey])
+		if strings.Contains(cm.Data[runtimes.SnapshotKey], "managedFields") {
+			t.Errorf("snapshot keeps managed fields:\n%s", cm.Data[runtimes.SnapshotKey])
 		}
-		got, err := decodeSnapshot(decoder, cm, tj)
+		got, err := runtimes.DecodeSnapshot(decoder, cm, tj)
 		if err != nil {
 			t.Fatalf("%s: %v", rt.GroupKind(), err)
 		}
@@ -81,9 +82,9 @@ func TestDecodeSnapshotErrors(t *testing.T) {
 		{name: "owned by another TrainJob", edit: func(_ *corev1.ConfigMap, tj *trainer.TrainJob) { tj.UID = "other" }, wantErr: "is not controlled by TrainJob alpha (uid other)"},
 		{name: "no owner", edit: func(cm *corev1.ConfigMap, _ *trainer.TrainJob) { cm.OwnerReferences = nil }, wantErr: "is not controlled by"},
 		{name: "no runtime key", edit: func(cm *corev1.ConfigMap, _ *trainer.TrainJob) { cm.Data = map[string]string{"x": ""} }, wantErr: `has no "runtime" key`},
-		{name: "not YAML of an object", edit: func(cm *corev1.ConfigMap, _ *trainer.TrainJob) { cm.Data[RuntimeSnapshotKey] = "{{" }, wantErr: "invalid runtime snapshot: ConfigMap alpha-runtime-snapshot:"},
+		{name: "not YAML of an object", edit: func(cm *corev1.ConfigMap, _ *trainer.TrainJob) { cm.Data[runtimes.SnapshotKey] = "{{" }, wantErr: "invalid runtime snapshot: ConfigMap alpha-runtime-snapshot:"},
 		{name: "not a runtime", edit: func(cm *corev1.ConfigMap, _ *trainer.TrainJob) {
-			cm.Data[RuntimeSnapshotKey] = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: torch}\n"
+			cm.Data[runtimes.SnapshotKey] = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: torch}\n"
 		}, wantErr: "holds a ConfigMap, not a runtime"},
 		{name: "other kind", edit: func(_ *corev1.ConfigMap, tj *trainer.TrainJob) {
 			tj.Spec.RuntimeRef.Kind = ptr.To(trainer.TrainingRuntimeKind)
@@ -95,7 +96,7 @@ func TestDecodeSnapshotErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cm, tj := good.DeepCopy(), tj.DeepCopy()
 			tc.edit(cm, tj)
-			_, err := decodeSnapshot(decoder, cm, tj)
+			_, err := runtimes.DecodeSnapshot(decoder, cm, tj)
 			if err == nil || !strings.HasPrefix(err.Error(), "invalid runtime snapshot: ") || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Fatalf("error %v, want an invalid runtime snapshot error containing %q", err, tc.wantErr)
 			}

@@ -33,28 +33,21 @@ func newSnapshots(c client.Client, live client.Reader, scheme *runtime.Scheme) *
 	return &snapshots{client: c, live: live, scheme: scheme, decoder: serializer.NewCodecFactory(scheme).UniversalDeserializer()}
 }
 
-// snapshotName is the name of a TrainJob's snapshot ConfigMap.
-func snapshotName(tj *trainer.TrainJob) string { return tj.Name + RuntimeSnapshotSuffix }
-
 // runtime returns tj's runtime from its snapshot, taking the snapshot first
 // when there is none. apply server-side applies an object.
 func (s *snapshots) runtime(ctx context.Context, tj *trainer.TrainJob, apply func(context.Context, client.Object) error) (*pipeline.Runtime, error) {
-	key := client.ObjectKey{Namespace: tj.Namespace, Name: snapshotName(tj)}
-	cm := &corev1.ConfigMap{}
-	err := s.client.Get(ctx, key, cm)
-	if apierrors.IsNotFound(err) {
-		// The cache may not have seen a snapshot taken a moment ago; taking
-		// it again could copy a runtime changed since.
-		err = s.live.Get(ctx, key, cm)
-	}
+	// The live read when the cache misses the snapshot matters: taking a
+	// snapshot the cache has not seen yet again could copy a runtime
+	// changed since.
+	rt, err := runtimes.Snapshot(ctx, s.client, s.live, s.decoder, tj)
 	switch {
 	case err == nil:
-		return decodeSnapshot(s.decoder, cm, tj)
+		return rt, nil
 	case !apierrors.IsNotFound(err):
-		return nil, fmt.Errorf("get runtime snapshot %s: %w", key, err)
+		return nil, err
 	}
 
-	rt, err := runtimes.Get(ctx, s.client, s.live, tj)
+	rt, err = runtimes.Get(ctx, s.client, s.live, tj)
 	if err != nil {
 		return nil, missingRuntimeError(tj, err)
 	}
@@ -63,7 +56,7 @@ func (s *snapshots) runtime(ctx context.Context, tj *trainer.TrainJob, apply fun
 		return nil, err
 	}
 	if err := apply(ctx, snapshot); err != nil {
-		return nil, fmt.Errorf("create runtime snapshot %s: %w", key, err)
+		return nil, fmt.Errorf("create runtime snapshot: %w", err)
 	}
 	return rt, nil
 }
@@ -95,44 +88,11 @@ func newSnapshot(scheme *runtime.Scheme, rt *pipeline.Runtime, tj *trainer.Train
 	return &corev1.ConfigMap{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name:            snapshotName(tj),
+			Name:            runtimes.SnapshotName(tj),
 			Namespace:       tj.Namespace,
 			Labels:          map[string]string{TrainJobNameLabel: tj.Name},
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(tj, trainer.GroupVersion.WithKind(trainer.TrainJobKind))},
 		},
-		Data: map[string]string{RuntimeSnapshotKey: string(data)},
+		Data: map[string]string{runtimes.SnapshotKey: string(data)},
 	}, nil
-}
-
-// decodeSnapshot reads the runtime out of a snapshot ConfigMap, after
-// checking that it belongs to tj and holds the runtime tj references.
-func decodeSnapshot(decoder runtime.Decoder, cm *corev1.ConfigMap, tj *trainer.TrainJob) (*pipeline.Runtime, error) {
-	invalid := func(format string, args ...any) error {
-		return fmt.Errorf("invalid runtime snapshot: "+format, args...)
-	}
-	if owner := metav1.GetControllerOf(cm); owner == nil || owner.UID != tj.UID {
-		return nil, invalid("ConfigMap %s is not controlled by TrainJob %s (uid %s)", cm.Name, tj.Name, tj.UID)
-	}
-	data, ok := cm.Data[RuntimeSnapshotKey]
-	if !ok {
-		return nil, invalid("ConfigMap %s has no %q key", cm.Name, RuntimeSnapshotKey)
-	}
-	obj, gvk, err := decoder.Decode([]byte(data), nil, nil)
-	if err != nil {
-		return nil, invalid("ConfigMap %s: %v", cm.Name, err)
-	}
-	co, ok := obj.(client.Object)
-	if !ok {
-		return nil, invalid("ConfigMap %s holds a %s, not a runtime", cm.Name, gvk.Kind)
-	}
-	rt, err := pipeline.RuntimeOf(co)
-	if err != nil {
-		return nil, invalid("ConfigMap %s holds a %s, not a runtime", cm.Name, gvk.Kind)
-	}
-	want := pipeline.RuntimeRefGroupKind(tj)
-	if got := rt.GroupKind(); got != want || co.GetName() != tj.Spec.RuntimeRef.Name {
-		return nil, invalid("ConfigMap %s holds %s %q, but the TrainJob references %s %q",
-			cm.Name, got, co.GetName(), want, tj.Spec.RuntimeRef.Name)
-	}
-	return rt, nil
 }

@@ -87,7 +87,7 @@ var snapshotDeleted = predicate.Funcs{
 	UpdateFunc:  func(event.UpdateEvent) bool { return false },
 	GenericFunc: func(event.GenericEvent) bool { return false },
 	DeleteFunc: func(e event.DeleteEvent) bool {
-		return strings.HasSuffix(e.Object.GetName(), RuntimeSnapshotSuffix)
+		return strings.HasSuffix(e.Object.GetName(), runtimes.SnapshotSuffix)
 	},
 }
 

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -88,6 +89,7 @@ func samePatch(a, b *trainer.RuntimePatch) bool {
 type TrainJobValidator struct {
 	client    client.Reader
 	live      client.Reader
+	decoder   runtime.Decoder
 	framework *pipeline.Framework
 }
 
@@ -110,6 +112,20 @@ func (v *TrainJobValidator) ValidateDelete(context.Context, *trainer.TrainJob) (
 
 var runtimeRefPath = field.NewPath("spec", "runtimeRef")
 
+// runtime is the runtime to check a TrainJob against. A TrainJob already
+// built runs from its snapshot, whatever became of its runtime since
+// (changed, or deleted): an update is checked against the snapshot, so that
+// a TrainJob whose runtime is gone can still be resumed. Upstream checks
+// every update against the live runtime.
+func (v *TrainJobValidator) runtime(ctx context.Context, oldObj, newObj *trainer.TrainJob) (*pipeline.Runtime, error) {
+	if oldObj != nil {
+		if rt, err := runtimes.Snapshot(ctx, v.client, v.live, v.decoder, newObj); err == nil {
+			return rt, nil
+		}
+	}
+	return runtimes.Get(ctx, v.client, v.live, newObj)
+}
+
 // validate returns a plain error (not an API status) on failure, so that
 // the API server answers 403 Forbidden, as upstream does.
 func (v *TrainJobValidator) validate(ctx context.Context, oldObj, newObj *trainer.TrainJob) (admission.Warnings, error) {
@@ -117,7 +133,7 @@ func (v *TrainJobValidator) validate(ctx context.Context, oldObj, newObj *traine
 	if !runtimes.Supported(gk) {
 		return nil, runtimes.UnsupportedError(gk)
 	}
-	rt, err := runtimes.Get(ctx, v.client, v.live, newObj)
+	rt, err := v.runtime(ctx, oldObj, newObj)
 	if err != nil {
 		kind := "trainingRuntime"
 		if gk == runtimes.ClusterTrainingRuntime {

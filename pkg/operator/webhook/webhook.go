@@ -6,6 +6,7 @@
 package webhook
 
 import (
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
@@ -34,7 +35,8 @@ const (
 func Setup(mgr manager.Manager, fw *pipeline.Framework) error {
 	err := builder.WebhookManagedBy(mgr, &trainer.TrainJob{}).
 		WithDefaulter(&TrainJobDefaulter{}).
-		WithValidator(&TrainJobValidator{client: mgr.GetClient(), live: mgr.GetAPIReader(), framework: fw}).
+		WithValidator(&TrainJobValidator{client: mgr.GetClient(), live: mgr.GetAPIReader(), framework: fw,
+			decoder: serializer.NewCodecFactory(mgr.GetScheme()).UniversalDeserializer()}).
 		Complete()
 	if err != nil {
 		return err

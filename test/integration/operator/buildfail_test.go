@@ -16,6 +16,7 @@ import (
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/controller"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/metrics"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/runtimes"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/integration/operator/internal/optest"
 )
 
@@ -139,7 +140,7 @@ func TestMissingRuntime(t *testing.T) {
 func deleteSnapshot(t testing.TB, tj *trainer.TrainJob) {
 	t.Helper()
 	cm := &corev1.ConfigMap{}
-	cm.Namespace, cm.Name = tj.Namespace, tj.Name+controller.RuntimeSnapshotSuffix
+	cm.Namespace, cm.Name = tj.Namespace, tj.Name+runtimes.SnapshotSuffix
 	if err := env.Client.Delete(t.Context(), cm); err != nil {
 		t.Fatal(err)
 	}

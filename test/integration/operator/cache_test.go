@@ -12,6 +12,7 @@ import (
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/controller"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/runtimes"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/integration/operator/internal/optest"
 )
 
@@ -32,7 +33,7 @@ func TestCacheScope(t *testing.T) {
 	tj.Spec.Suspend = ptr.To(true)
 	create(t, tj)
 
-	snapshot := nsName(ns, "alpha"+controller.RuntimeSnapshotSuffix)
+	snapshot := nsName(ns, "alpha"+runtimes.SnapshotSuffix)
 	optest.Eventually(t, "the operator's cache holds the snapshot", func(ctx context.Context) error {
 		return optest.Get(ctx, op.Cache(), snapshot, &corev1.ConfigMap{})
 	})

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/controller"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/runtimes"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/integration/operator/internal/optest"
 )
 
@@ -33,7 +33,7 @@ func TestRuntimeSnapshot(t *testing.T) {
 			tj := newTrainJob(ns, "alpha", kind, rt.GetName())
 			tj.Spec.Suspend = ptr.To(true)
 			create(t, tj)
-			snapshotKey := nsName(ns, "alpha"+controller.RuntimeSnapshotSuffix)
+			snapshotKey := nsName(ns, "alpha"+runtimes.SnapshotSuffix)
 
 			snapshot := &corev1.ConfigMap{}
 			optest.Eventually(t, "the snapshot is taken", func(ctx context.Context) error {
@@ -50,7 +50,7 @@ func TestRuntimeSnapshot(t *testing.T) {
 				metav1.TypeMeta   `json:",inline"`
 				metav1.ObjectMeta `json:"metadata"`
 			}
-			if err := yaml.Unmarshal([]byte(snapshot.Data[controller.RuntimeSnapshotKey]), &held); err != nil {
+			if err := yaml.Unmarshal([]byte(snapshot.Data[runtimes.SnapshotKey]), &held); err != nil {
 				t.Fatal(err)
 			}
 			if held.Kind != kind || held.Name != rt.GetName() || held.APIVersion != trainer.GroupVersion.String() {
@@ -77,8 +77,8 @@ func TestRuntimeSnapshot(t *testing.T) {
 				if again.UID == snapshot.UID {
 					return errors.New("still the deleted snapshot")
 				}
-				if !strings.Contains(again.Data[controller.RuntimeSnapshotKey], "runtime-node:v2") {
-					return fmt.Errorf("the new snapshot does not hold the runtime as it is now:\n%s", again.Data[controller.RuntimeSnapshotKey])
+				if !strings.Contains(again.Data[runtimes.SnapshotKey], "runtime-node:v2") {
+					return fmt.Errorf("the new snapshot does not hold the runtime as it is now:\n%s", again.Data[runtimes.SnapshotKey])
 				}
 				return nil
 			})
@@ -182,4 +182,36 @@ func runtimeOfKind(kind, ns, name string) client.Object {
 		return &trainer.TrainingRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: torchSpec()}
 	}
 	return &trainer.ClusterTrainingRuntime{ObjectMeta: metav1.ObjectMeta{Name: name + "-" + ns}, Spec: torchSpec()}
+}
+
+// TestResumeWithoutRuntime: a TrainJob runs from its snapshot, so it can be
+// resumed (an update the webhook checks against the snapshot) after its
+// runtime was deleted.
+func TestResumeWithoutRuntime(t *testing.T) {
+	ns := optest.NewNamespace(t, env.Client)
+	rt := createTrainingRuntime(t, ns, "torch", torchSpec())
+	tj := newTrainJob(ns, "alpha", trainer.TrainingRuntimeKind, "torch")
+	tj.Spec.Suspend = ptr.To(true)
+	create(t, tj)
+	optest.Eventually(t, "the snapshot is taken", func(ctx context.Context) error {
+		return optest.Get(ctx, env.Client, nsName(ns, runtimes.SnapshotName(tj)), &corev1.ConfigMap{})
+	})
+	if err := env.Client.Delete(t.Context(), rt); err != nil {
+		t.Fatal(err)
+	}
+	optest.Eventually(t, "the runtime is gone", func(ctx context.Context) error {
+		return optest.Absent(ctx, env.Client, key(rt), &trainer.TrainingRuntime{})
+	})
+	resume(t, tj)
+	trainJobMatches(t, tj, "Resumed", hasConditions(componentsCreated, resumed))
+	optest.Eventually(t, "the JobSet runs", func(ctx context.Context) error {
+		js := &jobsetv1alpha2.JobSet{}
+		if err := optest.Get(ctx, env.Client, key(tj), js); err != nil {
+			return err
+		}
+		if ptr.Deref(js.Spec.Suspend, true) {
+			return errors.New("the JobSet is still suspended")
+		}
+		return nil
+	})
 }

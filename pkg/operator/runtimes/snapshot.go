@@ -1,0 +1,76 @@
+package runtimes
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
+)
+
+// The runtime snapshot (spec §2.5): a ConfigMap `<trainjob>-runtime-snapshot`
+// whose key `runtime` holds the YAML of the runtime the TrainJob was first
+// built from. The TrainJob controller takes it; from then on the TrainJob
+// runs from it, whatever becomes of the runtime.
+const (
+	SnapshotSuffix = "-runtime-snapshot"
+	SnapshotKey    = "runtime"
+)
+
+// SnapshotName is the name of a TrainJob's snapshot ConfigMap.
+func SnapshotName(tj *trainer.TrainJob) string { return tj.Name + SnapshotSuffix }
+
+// Snapshot reads the runtime tj runs from out of its snapshot, from cached
+// and, when the cache does not have the snapshot (taken a moment ago),
+// live. It is a NotFound API error when the snapshot is not taken yet.
+func Snapshot(ctx context.Context, cached, live client.Reader, decoder runtime.Decoder, tj *trainer.TrainJob) (*pipeline.Runtime, error) {
+	key := client.ObjectKey{Namespace: tj.Namespace, Name: SnapshotName(tj)}
+	cm := &corev1.ConfigMap{}
+	err := cached.Get(ctx, key, cm)
+	if apierrors.IsNotFound(err) {
+		err = live.Get(ctx, key, cm)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return DecodeSnapshot(decoder, cm, tj)
+}
+
+// DecodeSnapshot reads the runtime out of a snapshot ConfigMap, after
+// checking that it belongs to tj and holds the runtime tj references.
+func DecodeSnapshot(decoder runtime.Decoder, cm *corev1.ConfigMap, tj *trainer.TrainJob) (*pipeline.Runtime, error) {
+	invalid := func(format string, args ...any) error {
+		return fmt.Errorf("invalid runtime snapshot: "+format, args...)
+	}
+	if owner := metav1.GetControllerOf(cm); owner == nil || owner.UID != tj.UID {
+		return nil, invalid("ConfigMap %s is not controlled by TrainJob %s (uid %s)", cm.Name, tj.Name, tj.UID)
+	}
+	data, ok := cm.Data[SnapshotKey]
+	if !ok {
+		return nil, invalid("ConfigMap %s has no %q key", cm.Name, SnapshotKey)
+	}
+	obj, gvk, err := decoder.Decode([]byte(data), nil, nil)
+	if err != nil {
+		return nil, invalid("ConfigMap %s: %v", cm.Name, err)
+	}
+	co, ok := obj.(client.Object)
+	if !ok {
+		return nil, invalid("ConfigMap %s holds a %s, not a runtime", cm.Name, gvk.Kind)
+	}
+	rt, err := pipeline.RuntimeOf(co)
+	if err != nil {
+		return nil, invalid("ConfigMap %s holds a %s, not a runtime", cm.Name, gvk.Kind)
+	}
+	want := pipeline.RuntimeRefGroupKind(tj)
+	if got := rt.GroupKind(); got != want || co.GetName() != tj.Spec.RuntimeRef.Name {
+		return nil, invalid("ConfigMap %s holds %s %q, but the TrainJob references %s %q",
+			cm.Name, got, co.GetName(), want, tj.Spec.RuntimeRef.Name)
+	}
+	return rt, nil
+}
