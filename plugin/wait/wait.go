@@ -58,7 +58,12 @@ func NewWaitOptions(streams cmdutil.Streams) *WaitOptions {
 
 // NewCmdWait is `kubectl trainjob wait`.
 func NewCmdWait(f *cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
-	o := NewWaitOptions(streams)
+	return NewCmdWaitWithOptions(f, NewWaitOptions(streams))
+}
+
+// NewCmdWaitWithOptions is `wait` with options given, e.g. a Client of the
+// caller's (tests), which Complete keeps.
+func NewCmdWaitWithOptions(f *cmdutil.Factory, o *WaitOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "wait NAME... --for=STAGE|CONDITION",
 		Short: "Wait until TrainJobs reach a stage or a condition",

@@ -175,8 +175,8 @@ func TestCreateWait(t *testing.T) {
 	kube := kubeArgs(c, ns)
 	n := Normalizer{Replace: map[string]string{ns: "<ns>"}}
 
-	finish := func(typ, reason, message string) func(t *testing.T, tj *trainer.TrainJob) {
-		return func(t *testing.T, tj *trainer.TrainJob) {
+	finish := func(typ, reason, message string) func(t *testing.T, tj *trainer.TrainJob, _ *Started) {
+		return func(t *testing.T, tj *trainer.TrainJob, _ *Started) {
 			tj.Status.Conditions = append(tj.Status.Conditions, condition(typ, reason, message, metav1.ConditionTrue, at(tj, 90*time.Second)))
 			f.updateStatus(tj)
 		}
@@ -184,14 +184,14 @@ func TestCreateWait(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		args []string
-		play func(t *testing.T, tj *trainer.TrainJob)
+		play func(t *testing.T, tj *trainer.TrainJob, run *Started)
 	}{
 		{"wait-complete", []string{"--wait"}, finish(trainer.TrainJobComplete, "JobSetCompleted", "jobset completed")},
 		{"wait-failed", []string{"--wait", "--timeout", "10m"}, finish(trainer.TrainJobFailed, "BackoffLimitExceeded", "jobset failed: job llama-node-0 has failed")},
 		{"wait-timeout", []string{"--wait", "--timeout", "2s"}, nil},
-		{"follow", []string{"--follow"}, func(t *testing.T, tj *trainer.TrainJob) {
-			playPipeline(t, f, tj)
-			finish(trainer.TrainJobComplete, "JobSetCompleted", "jobset completed")(t, tj)
+		{"follow", []string{"--follow"}, func(t *testing.T, tj *trainer.TrainJob, run *Started) {
+			playPipeline(t, f, tj, run)
+			finish(trainer.TrainJobComplete, "JobSetCompleted", "jobset completed")(t, tj, run)
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -205,7 +205,7 @@ func TestCreateWait(t *testing.T) {
 			})
 			if tc.play != nil {
 				run.WaitForOutput(t, "created")
-				tc.play(t, tj)
+				tc.play(t, tj, run)
 			}
 			n := n
 			n.Base = tj.CreationTimestamp.Time
@@ -215,17 +215,17 @@ func TestCreateWait(t *testing.T) {
 }
 
 // playPipeline moves a TrainJob through its initializer to training, as upstream's controller and the JobSet
-// controller would show it: the JobSet, then jobsStatus as Jobs start and end. The pauses let the follower
-// see each stage.
-func playPipeline(t *testing.T, f *fixture, tj *trainer.TrainJob) {
+// controller would show it: the JobSet, then jobsStatus as Jobs start and end. Each step waits until the
+// follower printed the stage before it, so it sees every stage.
+func playPipeline(t *testing.T, f *fixture, tj *trainer.TrainJob, run *Started) {
 	t.Helper()
 	f.jobSet(tj, trainer.DatasetInitializerName, trainer.Node)
 	tj.Status.JobsStatus = []trainer.JobStatus{jobStatus(trainer.DatasetInitializerName, 1, 1, 0, 0), jobStatus(trainer.Node, 0, 0, 0, 0)}
 	f.updateStatus(tj)
-	time.Sleep(time.Second)
+	run.WaitForOutput(t, "Initializing")
 	tj.Status.JobsStatus = []trainer.JobStatus{jobStatus(trainer.DatasetInitializerName, 0, 0, 1, 0), jobStatus(trainer.Node, 1, 1, 0, 0)}
 	f.updateStatus(tj)
-	time.Sleep(time.Second)
+	run.WaitForOutput(t, "Training")
 	tj.Status.JobsStatus = []trainer.JobStatus{jobStatus(trainer.DatasetInitializerName, 0, 0, 1, 0), jobStatus(trainer.Node, 0, 0, 1, 0)}
 }
 

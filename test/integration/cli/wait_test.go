@@ -1,13 +1,20 @@
 package cli
 
 import (
+	"context"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/scheme"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/wait"
 )
 
@@ -94,10 +101,34 @@ func TestWait(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tj := runningTrainJob(f, tc.name)
-			run := Start(t, "", cmd, withArgs(kube, "wait", tc.name, "--for="+tc.forWhat, "--timeout=2m")...)
-			// Let the wait read the TrainJob first. Only deleted-while-waiting depends on it (a TrainJob gone
-			// before the first read is "not found"), hence the generous pause for a loaded machine.
-			time.Sleep(2 * time.Second)
+			// The wait's client tells when the command has read the TrainJob: only then may it change (a
+			// TrainJob gone before the first read is "not found", not "deleted while waiting").
+			read := make(chan struct{})
+			var once sync.Once
+			watching, err := client.NewWithWatch(c.Config, client.Options{Scheme: scheme.New()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			readSignalling := interceptor.NewClient(watching, interceptor.Funcs{
+				Get: func(ctx context.Context, cl client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+					err := cl.Get(ctx, key, obj, opts...)
+					if key.Name == tc.name {
+						once.Do(func() { close(read) })
+					}
+					return err
+				},
+			})
+			waitCmd := func(fa *cmdutil.Factory, s cmdutil.Streams) *cobra.Command {
+				o := wait.NewWaitOptions(s)
+				o.Client = readSignalling
+				return wait.NewCmdWaitWithOptions(fa, o)
+			}
+			run := Start(t, "", []plugin.CommandAdder{waitCmd}, withArgs(kube, "wait", tc.name, "--for="+tc.forWhat, "--timeout=2m")...)
+			select {
+			case <-read:
+			case <-time.After(time.Minute):
+				t.Fatal("wait did not read the TrainJob within a minute")
+			}
 			tc.change(tj)
 			AssertGolden(t, "wait/"+tc.name, n.Normalize(run.Wait(t).String()))
 		})
