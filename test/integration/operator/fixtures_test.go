@@ -2,6 +2,7 @@ package operator_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -276,4 +277,19 @@ func nodePodPatch(t testing.TB, manager, podTemplate string) trainer.RuntimePatc
 			Name: trainer.Node, Template: &trainer.JobTemplatePatch{Spec: &trainer.JobSpecPatch{Template: pod}},
 		}}}},
 	}}
+}
+
+// jobSetResumed waits until the TrainJob's JobSet is not suspended.
+func jobSetResumed(t testing.TB, tj *trainer.TrainJob) {
+	t.Helper()
+	optest.Eventually(t, "the JobSet is resumed", func(ctx context.Context) error {
+		js := &jobsetv1alpha2.JobSet{}
+		if err := optest.Get(ctx, env.Client, key(tj), js); err != nil {
+			return err
+		}
+		if ptr.Deref(js.Spec.Suspend, true) {
+			return errors.New("the JobSet is still suspended")
+		}
+		return nil
+	})
 }

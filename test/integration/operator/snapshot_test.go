@@ -204,14 +204,5 @@ func TestResumeWithoutRuntime(t *testing.T) {
 	})
 	resume(t, tj)
 	trainJobMatches(t, tj, "Resumed", hasConditions(componentsCreated, resumed))
-	optest.Eventually(t, "the JobSet runs", func(ctx context.Context) error {
-		js := &jobsetv1alpha2.JobSet{}
-		if err := optest.Get(ctx, env.Client, key(tj), js); err != nil {
-			return err
-		}
-		if ptr.Deref(js.Spec.Suspend, true) {
-			return errors.New("the JobSet is still suspended")
-		}
-		return nil
-	})
+	jobSetResumed(t, tj)
 }

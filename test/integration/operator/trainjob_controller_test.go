@@ -327,16 +327,7 @@ func TestConditions(t *testing.T) {
 
 			resume(t, tj)
 			trainJobMatches(t, tj, "Resumed", hasConditions(componentsCreated, resumed))
-			optest.Eventually(t, "the JobSet is resumed", func(ctx context.Context) error {
-				js := &jobsetv1alpha2.JobSet{}
-				if err := optest.Get(ctx, env.Client, key(tj), js); err != nil {
-					return err
-				}
-				if ptr.Deref(js.Spec.Suspend, true) {
-					return errors.New("the JobSet is still suspended")
-				}
-				return nil
-			})
+			jobSetResumed(t, tj)
 
 			status := []jobsetv1alpha2.ReplicatedJobStatus{{Name: trainer.Node, Ready: 1, Succeeded: 2, Failed: 3, Active: 4, Suspended: 5}}
 			setJobSetStatus(t, tj, func(s *jobsetv1alpha2.JobSetStatus) {
