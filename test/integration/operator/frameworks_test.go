@@ -18,17 +18,6 @@ import (
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/integration/operator/internal/optest"
 )
 
-// requirePlugin skips a test whose plugin is not in the registry yet.
-func requirePlugin(t *testing.T, name string) {
-	t.Helper()
-	for _, e := range optest.Registry() {
-		if e.Name == name {
-			return
-		}
-	}
-	t.Skipf("plugin %s is not in the registry", name)
-}
-
 // finishes runs a TrainJob of runtime to its end both ways: one whose
 // JobSet completes becomes Complete, one whose JobSet fails becomes Failed.
 func finishes(t *testing.T, ns, kind, runtime string, trainerSpec *trainer.Trainer) {
@@ -178,7 +167,6 @@ func TestJAXAndXGBoost(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.plugin, func(t *testing.T) {
-			requirePlugin(t, tc.plugin)
 			ns := optest.NewNamespace(t, env.Client)
 			runtime := strings.ToLower(tc.plugin)
 			createTrainingRuntime(t, ns, runtime, runtimeSpec(&trainer.MLPolicy{NumNodes: ptr.To[int32](2), MLPolicySource: tc.policy},
@@ -193,32 +181,4 @@ func TestJAXAndXGBoost(t *testing.T) {
 			finishes(t, ns, trainer.TrainingRuntimeKind, runtime, &trainer.Trainer{})
 		})
 	}
-}
-
-// TestFlux: the Flux installer, volumes and wrapped command; the job
-// completes or fails.
-func TestFlux(t *testing.T) {
-	requirePlugin(t, "Flux")
-	ns := optest.NewNamespace(t, env.Client)
-	createTrainingRuntime(t, ns, "flux", runtimeSpec(&trainer.MLPolicy{NumNodes: ptr.To[int32](2), MLPolicySource: trainer.MLPolicySource{Flux: &trainer.FluxMLPolicySource{}}},
-		replicatedJob(trainer.Node, trainer.AncestorTrainer, trainer.Node)))
-	tr := &trainer.Trainer{NumNodes: ptr.To[int32](2), Command: []string{"trainjob"}, Args: []string{"trainjob"}}
-	tj := newTrainJob(ns, "alpha", trainer.TrainingRuntimeKind, "flux")
-	tj.Spec.Trainer = tr
-	create(t, tj)
-	js := jobSetOf(t, tj)
-	node := container(findJob(&js.Spec, trainer.Node), trainer.Node)
-	if diff := cmp.Diff([]string{"/bin/bash", "/etc/flux-config/entrypoint.sh", "trainjob trainjob"}, node.Command); diff != "" {
-		t.Errorf("node command (-want +got):\n%s", diff)
-	}
-	if container(findJob(&js.Spec, trainer.Node), "flux-installer") == nil {
-		t.Error("no flux-installer init container")
-	}
-	optest.Eventually(t, "the Flux ConfigMap and Secret exist", func(ctx context.Context) error {
-		if err := optest.Get(ctx, env.Client, nsName(ns, "alpha-flux-entrypoint"), &corev1.ConfigMap{}); err != nil {
-			return err
-		}
-		return optest.Get(ctx, env.Client, nsName(ns, "alpha-flux-curve"), &corev1.Secret{})
-	})
-	finishes(t, ns, trainer.TrainingRuntimeKind, "flux", tr)
 }
