@@ -43,7 +43,7 @@ func TestLogs(t *testing.T) {
 
 	// llama: a dataset initializer, then two trainer nodes.
 	llama := f.trainJob("llama", 2, true)
-	simJobSet(f, llama, 15*time.Second)
+	simJobSet(f, llama, 20*time.Second)
 
 	// Two followers from before the first pod: the pipeline (initializer, then rank 0), and rank 1.
 	rank0 := Start(t, "", cmd, withArgs(kube, "logs", "llama", "-f")...)
