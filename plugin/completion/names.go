@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
@@ -96,4 +98,32 @@ func contextOf(cmd *cobra.Command) context.Context {
 		return ctx
 	}
 	return context.Background()
+}
+
+// TrainJobNodes completes the Kubernetes nodes the pods of the TrainJob named by the first argument run on
+// (logs --node).
+func TrainJobNodes(f *cmdutil.Factory) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		if len(args) == 0 {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		cl, ns, ok := clientAndNamespace(f)
+		if !ok {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		ctx, cancel := context.WithTimeout(contextOf(cmd), lookupTimeout)
+		defer cancel()
+		var pods corev1.PodList
+		if err := cl.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{jobsetv1alpha2.JobSetNameKey: args[0]}); err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		var nodes []cobra.Completion
+		for _, p := range pods.Items {
+			if n := p.Spec.NodeName; n != "" && strings.HasPrefix(n, toComplete) && !slices.Contains(nodes, n) {
+				nodes = append(nodes, n)
+			}
+		}
+		slices.Sort(nodes)
+		return nodes, cobra.ShellCompDirectiveNoFileComp
+	}
 }

@@ -124,7 +124,8 @@ func NewCmdLogsWithOptions(f *cmdutil.Factory, o *LogsOptions) *cobra.Command {
 	fl.BoolVar(&o.Prefix, "prefix", o.Prefix, "Start every line with [pod/container] (default: on when more than one stream is read)")
 	fl.IntVar(&o.MaxLogRequests, "max-log-requests", o.MaxLogRequests, "Most log streams to follow at once; following more is an error")
 	_ = cmd.RegisterFlagCompletionFunc("stage", cobra.FixedCompletions(stageNames(), cobra.ShellCompDirectiveNoFileComp))
-	_ = cmd.RegisterFlagCompletionFunc("rank", cobra.FixedCompletions([]string{"0", "all"}, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("rank", completeRank(f))
+	_ = cmd.RegisterFlagCompletionFunc("node", completion.TrainJobNodes(f))
 	return cmd
 }
 

@@ -1,12 +1,18 @@
 package cli
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
 
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin"
@@ -42,6 +48,24 @@ func TestCompletion(t *testing.T) {
 	if err := cl.Create(t.Context(), rt); err != nil {
 		t.Fatal(err)
 	}
+	// llama-ft runs: a dataset initializer, and four trainer nodes on two hosts.
+	js := &jobsetv1alpha2.JobSet{ObjectMeta: metav1.ObjectMeta{Name: "llama-ft", Namespace: ns}, Spec: jobsetv1alpha2.JobSetSpec{ReplicatedJobs: []jobsetv1alpha2.ReplicatedJob{
+		{Name: trainer.DatasetInitializerName, Replicas: 1, Template: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: podTemplate(trainer.DatasetInitializerName)}}},
+		{Name: trainer.Node, Replicas: 1, Template: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Parallelism: ptr.To[int32](4), Completions: ptr.To[int32](4), Template: podTemplate(trainer.Node)}}},
+	}}}
+	if err := cl.Create(t.Context(), js); err != nil {
+		t.Fatal(err)
+	}
+	for i, node := range []string{"gpu-node-1", "gpu-node-0", "gpu-node-1", "gpu-node-0"} {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("llama-ft-node-0-%d-abcde", i), Namespace: ns, Labels: map[string]string{
+				jobsetv1alpha2.JobSetNameKey: "llama-ft", jobsetv1alpha2.ReplicatedJobNameKey: trainer.Node, batchv1.JobCompletionIndexAnnotation: strconv.Itoa(i)}},
+			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: trainer.Node, Image: "busybox"}}},
+		}
+		if err := cl.Create(t.Context(), pod); err != nil {
+			t.Fatal(err)
+		}
+	}
 	kube := kubeArgs(c, ns)
 	n := Normalizer{Replace: map[string]string{ns: "<ns>"}}
 	for _, tc := range []struct {
@@ -52,6 +76,9 @@ func TestCompletion(t *testing.T) {
 		{"trainjob-names-prefix", withArgs(kube, "__complete", "logs", "llama")},
 		{"runtime-names", withArgs(kube, "__complete", "create", "x", "--runtime", "trainingruntime/")},
 		{"stages", withArgs(kube, "__complete", "logs", "llama-ft", "--stage", "")},
+		{"ranks", withArgs(kube, "__complete", "logs", "llama-ft", "--rank", "")},
+		{"ranks-of-initializer", withArgs(kube, "__complete", "logs", "llama-ft", "--stage", "dataset-initializer", "--rank", "")},
+		{"nodes", withArgs(kube, "__complete", "logs", "llama-ft", "--node", "")},
 		{"shells", []string{"__complete", "completion", ""}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
