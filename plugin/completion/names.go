@@ -25,19 +25,39 @@ const lookupTimeout = 5 * time.Second
 // (create --runtime): trainingruntime/NAME.
 const RuntimeKindPrefix = "trainingruntime/"
 
+// Lookup reads completions from the cluster of the current context: the namespace and the client are
+// resolved from the command's flags, and any failure (no cluster, no rights) completes nothing.
+type Lookup func(ctx context.Context, c client.Client, namespace string, cmd *cobra.Command, args []string, toComplete string) []cobra.Completion
+
+// FromCluster is a completion function that runs lookup within a short timeout. Completions are not files.
+func FromCluster(f *cmdutil.Factory, lookup Lookup, directive cobra.ShellCompDirective) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		directive |= cobra.ShellCompDirectiveNoFileComp
+		ns, _, err := f.Namespace()
+		if err != nil {
+			return nil, directive
+		}
+		cl, err := f.Client()
+		if err != nil {
+			return nil, directive
+		}
+		ctx := cmd.Context()
+		if ctx == nil {
+			ctx = context.Background()
+		}
+		ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
+		defer cancel()
+		return lookup(ctx, cl, ns, cmd, args, toComplete), directive
+	}
+}
+
 // TrainJobNames completes the names of the TrainJobs in the namespace, leaving out those already given (for
 // commands that take several).
 func TrainJobNames(f *cmdutil.Factory) cobra.CompletionFunc {
-	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
-		cl, ns, ok := clientAndNamespace(f)
-		if !ok {
-			return nil, cobra.ShellCompDirectiveNoFileComp
-		}
-		ctx, cancel := context.WithTimeout(contextOf(cmd), lookupTimeout)
-		defer cancel()
+	return FromCluster(f, func(ctx context.Context, cl client.Client, ns string, _ *cobra.Command, args []string, toComplete string) []cobra.Completion {
 		var list trainer.TrainJobList
-		if err := cl.List(ctx, &list, client.InNamespace(ns), client.Limit(listLimit)); err != nil {
-			return nil, cobra.ShellCompDirectiveNoFileComp
+		if cl.List(ctx, &list, client.InNamespace(ns), client.Limit(listLimit)) != nil {
+			return nil
 		}
 		var names []cobra.Completion
 		for _, tj := range list.Items {
@@ -45,20 +65,14 @@ func TrainJobNames(f *cmdutil.Factory) cobra.CompletionFunc {
 				names = append(names, tj.Name)
 			}
 		}
-		return names, cobra.ShellCompDirectiveNoFileComp
-	}
+		return names
+	}, 0)
 }
 
 // RuntimeNames completes runtime names: ClusterTrainingRuntimes by name, and the namespace's
 // TrainingRuntimes as trainingruntime/NAME. Each comes with its kind as description.
 func RuntimeNames(f *cmdutil.Factory) cobra.CompletionFunc {
-	return func(cmd *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
-		cl, ns, ok := clientAndNamespace(f)
-		if !ok {
-			return nil, cobra.ShellCompDirectiveNoFileComp
-		}
-		ctx, cancel := context.WithTimeout(contextOf(cmd), lookupTimeout)
-		defer cancel()
+	return FromCluster(f, func(ctx context.Context, cl client.Client, ns string, _ *cobra.Command, _ []string, toComplete string) []cobra.Completion {
 		var names []cobra.Completion
 		add := func(name, kind string) {
 			if strings.HasPrefix(name, toComplete) {
@@ -66,56 +80,31 @@ func RuntimeNames(f *cmdutil.Factory) cobra.CompletionFunc {
 			}
 		}
 		var cluster trainer.ClusterTrainingRuntimeList
-		if err := cl.List(ctx, &cluster, client.Limit(listLimit)); err == nil {
+		if cl.List(ctx, &cluster, client.Limit(listLimit)) == nil {
 			for _, r := range cluster.Items {
 				add(r.Name, trainer.ClusterTrainingRuntimeKind)
 			}
 		}
 		var namespaced trainer.TrainingRuntimeList
-		if err := cl.List(ctx, &namespaced, client.InNamespace(ns), client.Limit(listLimit)); err == nil {
+		if cl.List(ctx, &namespaced, client.InNamespace(ns), client.Limit(listLimit)) == nil {
 			for _, r := range namespaced.Items {
 				add(RuntimeKindPrefix+r.Name, trainer.TrainingRuntimeKind)
 			}
 		}
-		return names, cobra.ShellCompDirectiveNoFileComp
-	}
-}
-
-func clientAndNamespace(f *cmdutil.Factory) (client.Client, string, bool) {
-	ns, _, err := f.Namespace()
-	if err != nil {
-		return nil, "", false
-	}
-	cl, err := f.Client()
-	if err != nil {
-		return nil, "", false
-	}
-	return cl, ns, true
-}
-
-func contextOf(cmd *cobra.Command) context.Context {
-	if ctx := cmd.Context(); ctx != nil {
-		return ctx
-	}
-	return context.Background()
+		return names
+	}, 0)
 }
 
 // TrainJobNodes completes the Kubernetes nodes the pods of the TrainJob named by the first argument run on
 // (logs --node).
 func TrainJobNodes(f *cmdutil.Factory) cobra.CompletionFunc {
-	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	return FromCluster(f, func(ctx context.Context, cl client.Client, ns string, _ *cobra.Command, args []string, toComplete string) []cobra.Completion {
 		if len(args) == 0 {
-			return nil, cobra.ShellCompDirectiveNoFileComp
+			return nil
 		}
-		cl, ns, ok := clientAndNamespace(f)
-		if !ok {
-			return nil, cobra.ShellCompDirectiveNoFileComp
-		}
-		ctx, cancel := context.WithTimeout(contextOf(cmd), lookupTimeout)
-		defer cancel()
 		var pods corev1.PodList
-		if err := cl.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{jobsetv1alpha2.JobSetNameKey: args[0]}); err != nil {
-			return nil, cobra.ShellCompDirectiveNoFileComp
+		if cl.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{jobsetv1alpha2.JobSetNameKey: args[0]}) != nil {
+			return nil
 		}
 		var nodes []cobra.Completion
 		for _, p := range pods.Items {
@@ -124,6 +113,6 @@ func TrainJobNodes(f *cmdutil.Factory) cobra.CompletionFunc {
 			}
 		}
 		slices.Sort(nodes)
-		return nodes, cobra.ShellCompDirectiveNoFileComp
-	}
+		return nodes
+	}, 0)
 }
