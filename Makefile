@@ -62,8 +62,8 @@ demo: ## The product on a local simulated-GPU cluster: a TrainJob followed until
 	@$(MAKE) --no-print-directory tools
 	@echo "==> make build: bin/kubectl-trainjob (each package is listed while it compiles)"
 	@GOFLAGS=-v $(MAKE) --no-print-directory build
-	@echo "==> go build ./test/demo"
-	@go build -o bin/demo/demo ./test/demo
+	@echo "==> go build ./test/demo: the demo's driver"
+	@go build -v -o bin/demo/demo ./test/demo
 	@bin/demo/demo -binary=bin/kubectl-trainjob -dir=bin/demo $(DEMO_ARGS)
 
 .PHONY: fuzz

@@ -241,8 +241,9 @@ func container(t *testing.T, p *corev1.Pod, name string) *corev1.Container {
 	return nil
 }
 
-// diagnose prints what a failed test needs to find the cause: the namespace's TrainJobs, JobSets, Jobs, pods
-// and events, and the tail of every component's log and of the operator's.
+// diagnose prints what a failed test needs to find the cause: the namespace's TrainJobs (and what `kubectl
+// trainjob status` says of them), JobSets, Jobs, pods and events, and the tail of every component's log and
+// of the operator's.
 func diagnose(t *testing.T, ns string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -265,6 +266,14 @@ func diagnose(t *testing.T, ns string) {
 	}
 	for i := range tjs.Items {
 		dumpYAML(&tjs.Items[i])
+	}
+	for _, tj := range tjs.Items {
+		section("kubectl trainjob status " + tj.Name)
+		cmd, stdout, stderr := command(ctx, "status", "-n", ns, tj.Name)
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintf(&b, "%v: %s\n", err, stderr)
+		}
+		b.Write(stdout.Bytes())
 	}
 	section("JobSets of " + ns)
 	var jss jobsetv1alpha2.JobSetList
