@@ -87,7 +87,8 @@ func operatorDeployment(objs []*unstructured.Unstructured) (*deploymentPod, erro
 }
 
 // localPod maps the pod's volumes to folders under dir, so that the container's paths can be found on this
-// machine: ConfigMap volumes get the ConfigMap's files, emptyDirs an empty folder.
+// machine: ConfigMap volumes get the ConfigMap's files, emptyDirs an empty folder (emptied, as a new pod's
+// would be, when a previous run left it).
 type localPod struct {
 	dir    string
 	mounts []corev1.VolumeMount
@@ -97,6 +98,9 @@ func newLocalPod(dir string, pod *deploymentPod, objs []*unstructured.Unstructur
 	lp := &localPod{dir: dir, mounts: pod.container.VolumeMounts}
 	for _, m := range pod.container.VolumeMounts {
 		local := lp.path(m.MountPath)
+		if err := os.RemoveAll(local); err != nil {
+			return nil, err
+		}
 		if err := os.MkdirAll(local, 0o700); err != nil {
 			return nil, err
 		}
