@@ -88,6 +88,26 @@ type Handle struct {
 	Client client.Client
 	// Offline is true when no cluster is reachable; Client is then nil.
 	Offline bool
+
+	// Operator tells plugins where the operator runs and serves; it is
+	// zero offline.
+	Operator OperatorInfo
+}
+
+// OperatorInfo is what plugins know of the operator: pods reach its
+// status server through the webhook Service, with the CA of the webhook
+// certificate Secret (TrainJobStatus plugin).
+type OperatorInfo struct {
+	// Namespace is the operator's namespace.
+	Namespace string
+	// WebhookServiceName is the Service in front of the webhook and
+	// status servers, in Namespace.
+	WebhookServiceName string
+	// WebhookSecretName is the Secret, in Namespace, of the webhook
+	// certificate and its CA (key ca.crt).
+	WebhookSecretName string
+	// StatusServerPort is the status server's port on that Service.
+	StatusServerPort int32
 }
 
 // Factory builds a plugin.
