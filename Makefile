@@ -70,9 +70,15 @@ demo: ## The product on a local simulated-GPU cluster: a TrainJob followed until
 fuzz: ## Fuzz the Build phase for FUZZTIME (default 2m).
 	go test ./pkg/pipeline/... -run '^$$' -fuzz FuzzBuild -fuzztime $${FUZZTIME:-2m}
 
+# BENCH_N, BENCH_REPEAT, BENCH_TRAINJOBS, BENCH_SUSPENDED, BENCH_CONFIGMAPS, BENCH_CONFIGMAP_KIB, BENCH_CLI_RUNS, … size it
+# (test/bench/knobs.go); BENCH_OUT (default bin/bench) receives summary.json, the logs and the operator's profiles.
 .PHONY: bench
-bench: ## Benchmarks.
-	go test ./pkg/... -run '^$$' -bench . -benchmem
+bench: tools ## Performance on the local cluster: throughput against JobSets created directly, writes, operator memory, CLI, Build.
+	go run ./test/bench
+
+.PHONY: bench-smoke
+bench-smoke: tools ## make bench with tiny numbers, as make test runs it (in test-integration's ./test/...).
+	go test $(GO_TEST_FLAGS) -count=1 -timeout 10m ./test/bench/
 
 ##@ Release
 # KREW_BASE_URL is where the archives are downloaded from: <KREW_BASE_URL>/<version>/<archive>.
@@ -84,6 +90,10 @@ IMAGE ?= ghcr.io/kubectl-trainjob/kubectl-trainjob:$(VERSION)
 .PHONY: krew
 krew: ## Build dist/: stripped static binaries of 5 platforms in krew archives, their sha256s, trainjob.yaml; prints sizes.
 	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) go run ./krew/build -version '$(VERSION)' -commit '$(GIT_COMMIT)' -base-url '$(KREW_BASE_URL)' -out dist
+
+.PHONY: test-krew
+test-krew: tools ## The krew release test with all five platforms (make test builds only this machine's).
+	TRAINJOB_KREW_PLATFORMS=all go test -count=1 -timeout 60m ./test/integration/krew/
 
 .PHONY: image
 image: ## Build the operator image $(IMAGE) from the Dockerfile; without Docker, print how to build it.

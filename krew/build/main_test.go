@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"sigs.k8s.io/yaml"
 )
 
 func TestReleaseVersion(t *testing.T) {
@@ -70,6 +71,46 @@ func TestRenderManifest(t *testing.T) {
 	extra := append(results, built{platform: platform{"linux", "riscv64"}})
 	if _, err := renderManifest(string(tmpl), "v1.2.3", "", extra); err == nil || !strings.Contains(err.Error(), "riscv64.tar.gz was built but the template has no platform") {
 		t.Errorf("an archive built but not in the template: err = %v", err)
+	}
+}
+
+// TestRenderPartialManifest renders the template for one platform: the others are gone from the manifest.
+func TestRenderPartialManifest(t *testing.T) {
+	tmpl, err := os.ReadFile("../.krew.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	results := []built{{platform: platform{"linux", "arm64"}, sha256: strings.Repeat("b", 64)}}
+	out, err := renderPartialManifest(string(tmpl), "v1.2.3", "", results)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m struct {
+		Spec struct {
+			Version   string
+			Platforms []struct {
+				URI, Sha256, Bin string
+				Selector         struct{ MatchLabels map[string]string }
+			}
+		}
+	}
+	if err := yaml.Unmarshal(out, &m); err != nil {
+		t.Fatal(err)
+	}
+	type platformSummary struct{ URI, Sha256, Bin, OS, Arch string }
+	var got []platformSummary
+	for _, p := range m.Spec.Platforms {
+		got = append(got, platformSummary{p.URI, p.Sha256, p.Bin, p.Selector.MatchLabels["os"], p.Selector.MatchLabels["arch"]})
+	}
+	want := []platformSummary{{
+		URI:    "https://github.com/kubectl-trainjob/kubectl-trainjob/releases/download/v1.2.3/kubectl-trainjob_linux_arm64.tar.gz",
+		Sha256: strings.Repeat("b", 64), Bin: "kubectl-trainjob", OS: "linux", Arch: "arm64",
+	}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("platforms (-want +got):\n%s", diff)
+	}
+	if m.Spec.Version != "v1.2.3" || !strings.Contains(string(out), "store/trainjob/v1.2.3/kubectl_complete-trainjob") {
+		t.Errorf("the rest of the manifest is lost:\n%s", out)
 	}
 }
 
