@@ -30,6 +30,7 @@ type CommandOptions struct {
 	Webhooks       bool
 	MetricsAddress string
 	ProbeAddress   string
+	PprofAddress   string
 	WebhookPort    int32
 	WebhookCertDir string
 	Namespace      string
@@ -89,6 +90,7 @@ configuration.`),
 	fs.BoolVar(&o.Webhooks, "webhooks", true, "Serve the admission webhooks (turn off only where another replica serves them)")
 	fs.StringVar(&o.MetricsAddress, "metrics-bind-address", config.DefaultMetricsBindAddress, `Address of /metrics ("0" turns it off)`)
 	fs.StringVar(&o.ProbeAddress, "health-probe-bind-address", config.DefaultHealthProbeBindAddress, `Address of /healthz and /readyz ("0" turns them off)`)
+	fs.StringVar(&o.PprofAddress, "pprof-bind-address", "", `Address of /debug/pprof/ for profiling (default: off)`)
 	fs.Int32Var(&o.WebhookPort, "webhook-port", config.DefaultWebhookPort, "Port of the webhook server")
 	fs.StringVar(&o.WebhookCertDir, "webhook-cert-dir", "", "Folder of the webhook server's tls.crt and tls.key (default $TMPDIR/k8s-webhook-server/serving-certs)")
 	fs.StringVar(&o.Namespace, "operator-namespace", "", "The operator's namespace, for its Lease and certificate Secret (default $POD_NAMESPACE, else the pod's, else "+config.DefaultNamespace+")")
@@ -162,7 +164,7 @@ func (o *CommandOptions) Run(ctx context.Context, cfg *config.Configuration, res
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ctx = log.IntoContext(ctx, logger)
-	op, err := New(ctx, Options{Config: cfg, RESTConfig: restConfig, Registry: o.registry})
+	op, err := New(ctx, Options{Config: cfg, RESTConfig: restConfig, Registry: o.registry, PprofBindAddress: o.PprofAddress})
 	if err != nil {
 		return err
 	}

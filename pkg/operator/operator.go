@@ -43,6 +43,8 @@ type Options struct {
 	RESTConfig *rest.Config
 	// Registry is the Pipeline Framework's ordered plugin registry.
 	Registry pipeline.Registry
+	// PprofBindAddress serves net/http/pprof there, for profiling; empty or "0" (the default) turns it off.
+	PprofBindAddress string
 }
 
 // Operator is a configured controller manager, ready to start.
@@ -78,6 +80,7 @@ func New(ctx context.Context, opts Options) (*Operator, error) {
 			BindAddress:   cfg.Metrics.BindAddress,
 			SecureServing: ptr.Deref(cfg.Metrics.SecureServing, true),
 		},
+		PprofBindAddress:              opts.PprofBindAddress,
 		HealthProbeBindAddress:        cfg.Health.HealthProbeBindAddress,
 		ReadinessEndpointName:         "/" + cfg.Health.ReadinessEndpointName,
 		LivenessEndpointName:          "/" + cfg.Health.LivenessEndpointName,
