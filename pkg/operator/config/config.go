@@ -42,6 +42,9 @@ const (
 	DefaultWebhookSecretName      = "kubectl-trainjob-webhook-cert"
 	DefaultQPS                    = 50
 	DefaultBurst                  = 100
+	DefaultStatusServerPort       = 10443
+	DefaultStatusServerQPS        = 5
+	DefaultStatusServerBurst      = 10
 
 	// LeasesResourceLock is the only leader election lock the operator
 	// supports: a coordination.k8s.io Lease.
@@ -56,9 +59,9 @@ const (
 	ClusterTrainingRuntimeGroupKind = "ClusterTrainingRuntime.trainer.kubeflow.org"
 )
 
-// FeatureTrainJobStatus is upstream's alpha gate for the trainer status
-// server (KEP-2779). It is accepted so that upstream configurations load;
-// this operator does not serve that endpoint yet.
+// FeatureTrainJobStatus is upstream's alpha gate of KEP-2779: trainers
+// report their progress to the operator's status server, which writes it
+// into status.trainerStatus.
 const FeatureTrainJobStatus = "TrainJobStatus"
 
 // KnownFeatureGates are the feature gates and their defaults.
@@ -84,6 +87,7 @@ type Configuration struct {
 	CertManagement   CertManagement   `json:"certManagement,omitzero"`
 	ClientConnection ClientConnection `json:"clientConnection,omitzero"`
 	Controller       Controller       `json:"controller,omitzero"`
+	StatusServer     StatusServer     `json:"statusServer,omitzero"`
 
 	// FeatureGates turns features on or off by name.
 	FeatureGates map[string]bool `json:"featureGates,omitempty"`
@@ -167,6 +171,18 @@ type Controller struct {
 	WatchNamespace string `json:"watchNamespace,omitempty"`
 }
 
+// StatusServer configures the server trainers report their progress to
+// (feature gate TrainJobStatus). It serves HTTPS with the webhook
+// certificate, on the webhook's host.
+type StatusServer struct {
+	// Port is the server's port (default 10443).
+	Port *int32 `json:"port,omitempty"`
+	// QPS and Burst limit the server's own client of the API server
+	// (default 5 and 10), so that trainers cannot starve the controllers.
+	QPS   *float32 `json:"qps,omitempty"`
+	Burst *int32   `json:"burst,omitempty"`
+}
+
 // Decode parses a configuration document strictly: an unknown field is an
 // error, so that a typo is not silently ignored.
 func Decode(data []byte) (*Configuration, error) {
@@ -230,6 +246,15 @@ func (c *Configuration) Default() {
 	if c.ClientConnection.Burst == nil {
 		c.ClientConnection.Burst = ptr.To[int32](DefaultBurst)
 	}
+	if c.StatusServer.Port == nil {
+		c.StatusServer.Port = ptr.To[int32](DefaultStatusServerPort)
+	}
+	if c.StatusServer.QPS == nil {
+		c.StatusServer.QPS = ptr.To[float32](DefaultStatusServerQPS)
+	}
+	if c.StatusServer.Burst == nil {
+		c.StatusServer.Burst = ptr.To[int32](DefaultStatusServerBurst)
+	}
 	if c.Controller.GroupKindConcurrency == nil {
 		c.Controller.GroupKindConcurrency = map[string]int{}
 	}
@@ -269,6 +294,18 @@ func (c *Configuration) Validate() error {
 	}
 	if p := ptr.Deref(c.Webhook.Port, 0); p < 0 || p > 65535 {
 		bad("webhook.port %d is not a port", p)
+	}
+	if p := ptr.Deref(c.StatusServer.Port, 0); p < 1 || p > 65535 {
+		bad("statusServer.port %d is not a port (1-65535)", p)
+	}
+	if c.Enabled(FeatureTrainJobStatus) && ptr.Deref(c.Webhook.Port, 0) == ptr.Deref(c.StatusServer.Port, 0) {
+		bad("statusServer.port must differ from webhook.port (both %d)", ptr.Deref(c.Webhook.Port, 0))
+	}
+	if q := ptr.Deref(c.StatusServer.QPS, 0); q <= 0 {
+		bad("statusServer.qps must be positive, not %v", q)
+	}
+	if b := ptr.Deref(c.StatusServer.Burst, 0); b <= 0 {
+		bad("statusServer.burst must be positive, not %d", b)
 	}
 	if ptr.Deref(c.CertManagement.Enable, false) && ptr.Deref(c.Webhook.Enable, false) {
 		if c.CertManagement.WebhookServiceName == "" || c.CertManagement.WebhookSecretName == "" {

@@ -40,6 +40,7 @@ func TestDefault(t *testing.T) {
 			WebhookSecretName:  "kubectl-trainjob-webhook-cert",
 		},
 		ClientConnection: ClientConnection{QPS: ptr.To[float32](50), Burst: ptr.To[int32](100)},
+		StatusServer:     StatusServer{Port: ptr.To[int32](10443), QPS: ptr.To[float32](5), Burst: ptr.To[int32](10)},
 		Controller: Controller{GroupKindConcurrency: map[string]int{
 			"TrainJob.trainer.kubeflow.org":               5,
 			"TrainingRuntime.trainer.kubeflow.org":        1,
@@ -70,6 +71,7 @@ webhook: {port: 9443}
 controller:
   groupKindConcurrency: {TrainJob.trainer.kubeflow.org: 10}
 featureGates: {TrainJobStatus: true}
+statusServer: {port: 10443, qps: 5, burst: 10}
 `},
 		{name: "unknown field", doc: "webhook: {prot: 9443}", wantErr: `unknown field "prot"`},
 		{name: "other kind", doc: "kind: Deployment", wantErr: `kind "Deployment" is not supported`},
@@ -80,6 +82,11 @@ featureGates: {TrainJobStatus: true}
 		{name: "lease shorter than renew", doc: "leaderElection: {leaseDuration: 5s, renewDeadline: 10s}", wantErr: "must be greater than renewDeadline"},
 		{name: "lease lock", doc: "leaderElection: {resourceLock: configmaps}", wantErr: `resourceLock "configmaps" is not supported`},
 		{name: "negative qps", doc: "clientConnection: {qps: -1}", wantErr: "qps must be positive"},
+		{name: "status server port out of range", doc: "statusServer: {port: 70000}", wantErr: "statusServer.port 70000 is not a port"},
+		{name: "status server port zero", doc: "statusServer: {port: 0}", wantErr: "statusServer.port 0 is not a port"},
+		{name: "status server on the webhook port", doc: "featureGates: {TrainJobStatus: true}\nstatusServer: {port: 9443}", wantErr: "statusServer.port must differ from webhook.port"},
+		{name: "status server port ignored while gated off", doc: "statusServer: {port: 9443}"},
+		{name: "status server zero burst", doc: "statusServer: {burst: 0}", wantErr: "statusServer.burst must be positive"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
