@@ -1,0 +1,155 @@
+// Package trainjobstatus is the TrainJobStatus plugin of KEP-2779 (feature
+// gate TrainJobStatus): it tells every trainer container where the
+// operator's status server is and gives it what it needs to report there —
+// a ServiceAccount token for the TrainJob's own audience and the CA of the
+// server's certificate, which it copies from the webhook certificate Secret
+// into a ConfigMap next to the TrainJob. The operator registers it only when
+// the gate is on; it needs a cluster (the CA is read from there).
+package trainjobstatus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
+)
+
+// Name is the plugin's name in the registry.
+const Name = "TrainJobStatus"
+
+// What the trainer containers get, as upstream names it.
+const (
+	EnvServerURL    = "KUBEFLOW_TRAINER_SERVER_URL"
+	EnvServerCACert = "KUBEFLOW_TRAINER_SERVER_CA_CERT"
+	EnvServerToken  = "KUBEFLOW_TRAINER_SERVER_TOKEN"
+
+	// TLSConfigMapSuffix names the ConfigMap <job>-tls-config that holds
+	// the status server's CA.
+	TLSConfigMapSuffix = "-tls-config"
+	// CACertKey is the CA's key in the webhook certificate Secret and in
+	// the ConfigMap, and its file name in the pod.
+	CACertKey = "ca.crt"
+
+	TokenVolume        = "kubeflow-trainer-token"
+	MountPath          = "/var/run/secrets/kubeflow/trainer"
+	tokenFile          = "token"
+	tokenExpirySeconds = 3600
+)
+
+// StatusPath is the status server's path of a TrainJob's status.
+func StatusPath(namespace, name string) string {
+	return "/apis/" + trainer.GroupVersion.String() + "/namespaces/" + namespace + "/trainjobs/" + name + "/status"
+}
+
+// TokenAudience is the audience of the tokens the status server accepts
+// for a TrainJob: a token of one TrainJob cannot report for another.
+func TokenAudience(namespace, name string) string {
+	return trainer.GroupVersion.String() + "/namespaces/" + namespace + "/trainjobs/" + name + "/status"
+}
+
+// TrainJobStatus wires trainer pods to the status server.
+type TrainJobStatus struct {
+	client   client.Client
+	operator pipeline.OperatorInfo
+}
+
+var (
+	_ pipeline.EnforcePodSpecPlugin   = (*TrainJobStatus)(nil)
+	_ pipeline.ComponentBuilderPlugin = (*TrainJobStatus)(nil)
+)
+
+// New builds the plugin from the operator's facts in h.
+func New(_ context.Context, h pipeline.Handle) (pipeline.Plugin, error) {
+	op := h.Operator
+	if op.Namespace == "" || op.WebhookServiceName == "" || op.WebhookSecretName == "" || op.StatusServerPort <= 0 {
+		return nil, fmt.Errorf("needs the operator's namespace, webhook Service name, webhook Secret name and status server port; got %+v", op)
+	}
+	return &TrainJobStatus{client: h.Client, operator: op}, nil
+}
+
+// Name returns the plugin's name.
+func (p *TrainJobStatus) Name() string { return Name }
+
+// EnforcePodSpec gives every container of the trainer step the status
+// server's URL, and mounts the token and the CA the variables point to.
+func (p *TrainJobStatus) EnforcePodSpec(info *pipeline.RuntimeInfo, trainJob *trainer.TrainJob) error {
+	ps := info.TrainerPodSet()
+	if ps == nil || ps.Template == nil {
+		return nil
+	}
+	url := fmt.Sprintf("https://%s.%s.svc:%d%s", p.operator.WebhookServiceName, p.operator.Namespace,
+		p.operator.StatusServerPort, StatusPath(trainJob.Namespace, trainJob.Name))
+	for k := range ps.Template.Spec.Containers {
+		c := &ps.Template.Spec.Containers[k]
+		pipeline.UpsertEnv(c,
+			corev1.EnvVar{Name: EnvServerURL, Value: url},
+			corev1.EnvVar{Name: EnvServerCACert, Value: MountPath + "/" + CACertKey},
+			corev1.EnvVar{Name: EnvServerToken, Value: MountPath + "/" + tokenFile},
+		)
+		pipeline.UpsertVolumeMount(c, corev1.VolumeMount{Name: TokenVolume, MountPath: MountPath, ReadOnly: true})
+	}
+	ps.UpsertVolume(corev1.Volume{
+		Name: TokenVolume,
+		VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+			{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
+				Audience:          TokenAudience(trainJob.Namespace, trainJob.Name),
+				ExpirationSeconds: ptr.To[int64](tokenExpirySeconds),
+				Path:              tokenFile,
+			}},
+			{ConfigMap: &corev1.ConfigMapProjection{
+				LocalObjectReference: corev1.LocalObjectReference{Name: trainJob.Name + TLSConfigMapSuffix},
+				Items:                []corev1.KeyToPath{{Key: CACertKey, Path: CACertKey}},
+			}},
+		}}},
+	})
+	return nil
+}
+
+// Build returns the ConfigMap with the status server's CA, copied from the
+// webhook certificate Secret at every reconcile so that a rotated CA
+// reaches the pods. A TrainJob without a trainer step mounts nothing and
+// gets no ConfigMap.
+func (p *TrainJobStatus) Build(ctx context.Context, info *pipeline.RuntimeInfo, trainJob *trainer.TrainJob) ([]client.Object, error) {
+	if info.TrainerPodSet() == nil {
+		return nil, nil
+	}
+	ca, err := p.caCert(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return []client.Object{&corev1.ConfigMap{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            trainJob.Name + TLSConfigMapSuffix,
+			Namespace:       trainJob.Namespace,
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(trainJob, trainer.GroupVersion.WithKind(trainer.TrainJobKind))},
+		},
+		Data: map[string]string{CACertKey: string(ca)},
+	}}, nil
+}
+
+// errOffline: the CA exists only in the cluster.
+var errOffline = errors.New("the status server's CA is read from the webhook certificate Secret, which needs a cluster")
+
+func (p *TrainJobStatus) caCert(ctx context.Context) ([]byte, error) {
+	if p.client == nil {
+		return nil, errOffline
+	}
+	key := client.ObjectKey{Namespace: p.operator.Namespace, Name: p.operator.WebhookSecretName}
+	var secret corev1.Secret
+	if err := p.client.Get(ctx, key, &secret); err != nil {
+		return nil, fmt.Errorf("read the status server's CA from webhook certificate Secret %s: %w", key, err)
+	}
+	ca := secret.Data[CACertKey]
+	if len(ca) == 0 {
+		return nil, fmt.Errorf("webhook certificate Secret %s has no %s yet: the status server's CA is copied from there", key, CACertKey)
+	}
+	return ca, nil
+}
