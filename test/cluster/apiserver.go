@@ -47,6 +47,9 @@ func (c *Cluster) startAPIServer(ctx context.Context) error {
 	api := &envtest.APIServer{Path: apiserver, CertDir: certDir, Out: apiLog, Err: apiLog}
 	// KWOK's nodes carry their name as Hostname address too, which does not resolve: reach them by IP.
 	api.Configure().Set("kubelet-preferred-address-types", "InternalIP")
+	for name, value := range c.opts.APIServerFlags {
+		api.Configure().Set(name, value)
+	}
 
 	var crds []*apiextensionsv1.CustomResourceDefinition
 	if c.Profile == ProfileFull {

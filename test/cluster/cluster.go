@@ -50,6 +50,11 @@ type Options struct {
 	// LogDir receives <component>.log of every component. Default: a folder inside the cluster's working folder,
 	// removed by Stop (StartForTest keeps it when the test fails).
 	LogDir string
+	// APIServerFlags are more kube-apiserver flags, by name without the dashes (e.g. "audit-policy-file").
+	APIServerFlags map[string]string
+	// JobSet runs the JobSet controller and its webhooks in the api profile too (the full profile always does);
+	// without kube-controller-manager its Jobs get no pods.
+	JobSet bool
 
 	// The rest applies to ProfileFull only.
 
@@ -128,6 +133,9 @@ func (c *Cluster) start(ctx context.Context) error {
 	}
 	if c.Profile == ProfileFull {
 		return c.startFull(ctx)
+	}
+	if c.opts.JobSet {
+		return c.startJobSetAlone(ctx)
 	}
 	return nil
 }
@@ -266,7 +274,11 @@ func (o Options) withDefaults() (Options, error) {
 	if o.ToolsDir == "" {
 		o.ToolsDir = filepath.Join(root, "bin", "tools")
 	}
-	for _, name := range o.Profile.binaries() {
+	binaries := o.Profile.binaries()
+	if o.JobSet && o.Profile == ProfileAPI {
+		binaries = append(binaries, "jobset")
+	}
+	for _, name := range binaries {
 		if _, err := os.Stat(filepath.Join(o.ToolsDir, name)); err != nil {
 			return o, fmt.Errorf("%s not found in %s: run `make tools` to build the local cluster's binaries (or set %s)", name, o.ToolsDir, ToolsEnv)
 		}

@@ -170,3 +170,21 @@ func (c *Cluster) jobSetAdmitted(ctx context.Context) (bool, error) {
 	}
 	return false, errors.New("the JobSet webhook did not default restartPolicy")
 }
+
+// startJobSetAlone starts the JobSet controller and its webhooks next to the api profile's API server, and
+// waits until its webhooks admit a JobSet.
+func (c *Cluster) startJobSetAlone(ctx context.Context) error {
+	configDir := filepath.Join(c.Dir, "config")
+	if err := os.MkdirAll(configDir, 0o755); err != nil {
+		return err
+	}
+	p, addr, err := c.startJobSet(configDir)
+	if err != nil {
+		return err
+	}
+	if err := waitUntil(ctx, componentStartTimeout, "JobSet webhook server at "+addr, []*process{p},
+		func(ctx context.Context) (bool, error) { return tlsServing(ctx, addr) }); err != nil {
+		return err
+	}
+	return waitUntil(ctx, componentStartTimeout, "JobSet webhooks to admit a JobSet", []*process{p}, c.jobSetAdmitted)
+}
