@@ -54,6 +54,7 @@ type Operator struct {
 	// LogPath is the file its standard output and error go to.
 	LogPath string
 
+	env         []string
 	cmd         *exec.Cmd
 	stopTimeout time.Duration
 	done        chan struct{}
@@ -202,40 +203,47 @@ func localConfig(lp *localPod, pod *deploymentPod, ports operatorPorts) (*config
 	return cfg, os.WriteFile(path, out, 0o600)
 }
 
-// serviceAccountKubeconfig writes a kubeconfig that authenticates as the pod's ServiceAccount with a token
-// from the TokenRequest API, so the operator has exactly the permissions config/rbac grants it.
+// serviceAccountKubeconfig writes a kubeconfig that authenticates as the pod's ServiceAccount, so the
+// operator has exactly the permissions config/rbac grants it.
 func serviceAccountKubeconfig(ctx context.Context, cfg *rest.Config, pod *deploymentPod, path string) error {
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
 	sa := pod.spec.ServiceAccountName
 	if sa == "" {
 		sa = "default"
 	}
-	tr, err := cs.CoreV1().ServiceAccounts(pod.namespace).CreateToken(ctx, sa, &authenticationv1.TokenRequest{
+	return ServiceAccountKubeconfig(ctx, cfg, pod.namespace, sa, path)
+}
+
+// ServiceAccountKubeconfig writes a kubeconfig that authenticates as ServiceAccount namespace/name with a
+// token from the TokenRequest API (asked for with cfg), its namespace the context's.
+func ServiceAccountKubeconfig(ctx context.Context, cfg *rest.Config, namespace, name, path string) error {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	tr, err := cs.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name, &authenticationv1.TokenRequest{
 		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(tokenLifetime.Seconds()))},
 	}, metav1.CreateOptions{})
 	if err != nil {
-		return fmt.Errorf("token of ServiceAccount %s/%s: %w", pod.namespace, sa, err)
+		return fmt.Errorf("token of ServiceAccount %s/%s: %w", namespace, name, err)
 	}
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["local"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos[sa] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
-	kc.Contexts["operator"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: sa, Namespace: pod.namespace}
-	kc.CurrentContext = "operator"
+	kc.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
+	kc.Contexts[name] = &clientcmdapi.Context{Cluster: "local", AuthInfo: name, Namespace: namespace}
+	kc.CurrentContext = name
 	return clientcmd.WriteToFile(*kc, path)
 }
 
 // startOperator runs the Deployment's container: binary with the container's arguments (paths mapped to
-// this machine) and --kubeconfig of its ServiceAccount, the container's environment (POD_NAMESPACE from the
-// downward API), output to logPath.
-func startOperator(binary string, pod *deploymentPod, lp *localPod, kubeconfig, logPath string, cfg *config.Configuration) (*Operator, error) {
+// this machine), --kubeconfig of its ServiceAccount and extraArgs, the container's environment (POD_NAMESPACE
+// from the downward API), output to logPath.
+func startOperator(binary string, pod *deploymentPod, lp *localPod, kubeconfig, logPath string, cfg *config.Configuration, extraArgs []string) (*Operator, error) {
 	args := []string{binary}
 	for _, a := range pod.container.Args {
 		args = append(args, lp.arg(a))
 	}
 	args = append(args, "--kubeconfig="+kubeconfig)
+	args = append(args, extraArgs...)
 	env := os.Environ()
 	for _, e := range pod.container.Env {
 		switch {
@@ -245,33 +253,49 @@ func startOperator(binary string, pod *deploymentPod, lp *localPod, kubeconfig, 
 			env = append(env, e.Name+"="+pod.namespace)
 		}
 	}
-	out, err := os.Create(logPath)
+	o := &Operator{Args: args, Config: cfg, LogPath: logPath, env: env, stopTimeout: operatorStopTimeout}
+	if g := pod.spec.TerminationGracePeriodSeconds; g != nil {
+		o.stopTimeout = time.Duration(*g) * time.Second
+	}
+	return o, o.run(os.O_TRUNC)
+}
+
+// rerun starts a stopped operator's command line again, as a new Operator whose output is appended to the
+// same log.
+func (o *Operator) rerun() (*Operator, error) {
+	again := &Operator{Args: o.Args, Config: o.Config, LogPath: o.LogPath, env: o.env, stopTimeout: o.stopTimeout}
+	return again, again.run(os.O_APPEND)
+}
+
+// run starts the process; logMode (os.O_TRUNC or os.O_APPEND) says what happens to an existing log.
+func (o *Operator) run(logMode int) error {
+	out, err := os.OpenFile(o.LogPath, os.O_WRONLY|os.O_CREATE|logMode, 0o644)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer out.Close() // the child has its own copy
-	if _, err := fmt.Fprintf(out, "# %s\n", strings.Join(args, " ")); err != nil {
-		return nil, err
+	if _, err := fmt.Fprintf(out, "# %s\n", strings.Join(o.Args, " ")); err != nil {
+		return err
 	}
-	cmd := exec.Command(args[0], args[1:]...)
-	cmd.Env = env
+	cmd := exec.Command(o.Args[0], o.Args[1:]...)
+	cmd.Env = o.env
 	cmd.Stdout, cmd.Stderr = out, out
 	// Its own process group, so that a Ctrl-C meant for the demo reaches it only through Stop; killed if the
 	// process that started it dies.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start the operator: %w", err)
+		return fmt.Errorf("start the operator: %w", err)
 	}
-	o := &Operator{Args: args, Config: cfg, LogPath: logPath, cmd: cmd, stopTimeout: operatorStopTimeout, done: make(chan struct{})}
-	if g := pod.spec.TerminationGracePeriodSeconds; g != nil {
-		o.stopTimeout = time.Duration(*g) * time.Second
-	}
+	o.cmd, o.done = cmd, make(chan struct{})
 	go func() {
 		o.err = cmd.Wait()
 		close(o.done)
 	}()
-	return o, nil
+	return nil
 }
+
+// PID is the operator's process id.
+func (o *Operator) PID() int { return o.cmd.Process.Pid }
 
 // Exited is nil while the operator runs.
 func (o *Operator) Exited() error {

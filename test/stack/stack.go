@@ -34,6 +34,8 @@ type Options struct {
 	LogDir string
 	// Logf reports progress and trouble with volumes. Default: nothing is reported.
 	Logf func(format string, args ...any)
+	// ExtraArgs are appended to the operator's command line (e.g. --pprof-bind-address=127.0.0.1:6060).
+	ExtraArgs []string
 }
 
 // Stack is the product installed on a running local cluster.
@@ -123,7 +125,7 @@ func Up(ctx context.Context, c *cluster.Cluster, opts Options) (s *Stack, err er
 	if err := os.MkdirAll(opts.LogDir, 0o755); err != nil {
 		return s, err
 	}
-	if s.Operator, err = startOperator(opts.Binary, pod, lp, kubeconfig, filepath.Join(opts.LogDir, "operator.log"), cfg); err != nil {
+	if s.Operator, err = startOperator(opts.Binary, pod, lp, kubeconfig, filepath.Join(opts.LogDir, "operator.log"), cfg, opts.ExtraArgs); err != nil {
 		return s, err
 	}
 	logf("operator started: %v", s.Operator.Args)
@@ -150,6 +152,20 @@ func (s *Stack) waitOperator(ctx context.Context) error {
 		return fmt.Errorf("the operator is not ready after %v: %w (log: %s)", operatorReadyTimeout, last, s.Operator.LogPath)
 	}
 	return err
+}
+
+// RestartOperator stops the operator as the kubelet would and runs it again with the same command line,
+// its output appended to the same log, and returns once it is ready and its webhooks admit again.
+func (s *Stack) RestartOperator(ctx context.Context) error {
+	if err := s.Operator.Stop(); err != nil {
+		return err
+	}
+	o, err := s.Operator.rerun()
+	if err != nil {
+		return err
+	}
+	s.Operator = o
+	return s.waitOperator(ctx)
 }
 
 // Down stops the operator and the volume binder; the cluster is the caller's to stop.
