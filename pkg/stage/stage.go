@@ -17,13 +17,14 @@ type Stage string
 
 // The stages, in pipeline order.
 const (
-	// Pending: no Job of the TrainJob has started yet.
+	// Pending: no Job of the TrainJob has started yet. A Job whose pods wait for a node (unschedulable,
+	// pulling images) is active but has not started: JobSet counts it active, not ready.
 	Pending Stage = "Pending"
 	// Suspended: spec.suspend is true.
 	Suspended Stage = "Suspended"
 	// Initializing: a dataset or model initializer Job has started, no trainer Job yet.
 	Initializing Stage = "Initializing"
-	// Training: a trainer Job (node, launcher) has started.
+	// Training: a trainer Job (node, launcher) has started: all its pods are ready, or it has ended.
 	Training Stage = "Training"
 	// Complete and Failed are terminal.
 	Complete Stage = "Complete"
@@ -41,7 +42,20 @@ func IsInitializer(replicatedJob string) bool {
 	return replicatedJob == trainer.DatasetInitializerName || replicatedJob == trainer.ModelInitializerName
 }
 
-// Of returns the stage of a TrainJob.
+// Started tells whether a replicated job has started, from its Job counts in jobsStatus: one of its Jobs is
+// ready (JobSet counts a Job ready when all its pods are ready or succeeded) or has ended. Active alone is
+// not enough: a Job is active from the moment it exists, while its pods wait for a node that may never come;
+// and while any of its pods is not ready (scheduled on no node, pulling its image, restarting its container)
+// the Job is not ready, so a replicated job that has not ended reads as started only while all its pods run.
+// A Job that ended keeps its stage until the TrainJob is terminal: not after the trainer's Jobs succeed and
+// before the controller writes Complete, nor after the initializers succeed and before the trainer's Job
+// is created, does the stage go back to Pending.
+func Started(js trainer.JobStatus) bool {
+	return ptr.Deref(js.Ready, 0) > 0 || ptr.Deref(js.Succeeded, 0) > 0 || ptr.Deref(js.Failed, 0) > 0
+}
+
+// Of returns the stage of a TrainJob. It reads only the TrainJob (not its pods), so the list of a thousand
+// TrainJobs, the operator's metric and one TrainJob's status all agree.
 func Of(tj *trainer.TrainJob) Stage {
 	conds := tj.Status.Conditions
 	switch {
@@ -54,11 +68,7 @@ func Of(tj *trainer.TrainJob) Stage {
 	}
 	initializing, training := false, false
 	for _, js := range tj.Status.JobsStatus {
-		// A Job that has run keeps its stage until the TrainJob is terminal, so the stage never goes back to
-		// Pending: not after the trainer's Jobs succeed and before the controller writes Complete, nor after
-		// the initializers succeed and before the trainer's Job is created.
-		started := ptr.Deref(js.Active, 0) > 0 || ptr.Deref(js.Succeeded, 0) > 0 || ptr.Deref(js.Failed, 0) > 0
-		if !started {
+		if !Started(js) {
 			continue
 		}
 		if IsInitializer(js.Name) {

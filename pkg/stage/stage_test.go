@@ -13,9 +13,18 @@ func TestOf(t *testing.T) {
 	cond := func(typ string, status metav1.ConditionStatus) metav1.Condition {
 		return metav1.Condition{Type: typ, Status: status, Reason: "R"}
 	}
-	job := func(name string, active, succeeded int32) trainer.JobStatus {
-		return trainer.JobStatus{Name: name, Active: ptr.To(active), Succeeded: ptr.To(succeeded),
-			Ready: ptr.To[int32](0), Failed: ptr.To[int32](0), Suspended: ptr.To[int32](0)}
+	// job is a replicated job's counts as JobSet writes them: ready counts the Jobs whose pods are all ready.
+	job := func(name string, ready, active, succeeded int32) trainer.JobStatus {
+		return trainer.JobStatus{Name: name, Ready: ptr.To(ready), Active: ptr.To(active), Succeeded: ptr.To(succeeded),
+			Failed: ptr.To[int32](0), Suspended: ptr.To[int32](0)}
+	}
+	failed := func(name string) trainer.JobStatus {
+		js := job(name, 0, 0, 0)
+		js.Failed = ptr.To[int32](1)
+		return js
+	}
+	jobs := func(js ...trainer.JobStatus) trainer.TrainJob {
+		return trainer.TrainJob{Status: trainer.TrainJobStatus{JobsStatus: js}}
 	}
 	cases := []struct {
 		name string
@@ -27,19 +36,27 @@ func TestOf(t *testing.T) {
 			tj: trainer.TrainJob{Spec: trainer.TrainJobSpec{Suspend: ptr.To(true)}}, want: Suspended},
 		{name: "resumed but no job active yet is Pending",
 			tj: trainer.TrainJob{Status: trainer.TrainJobStatus{Conditions: []metav1.Condition{cond("Suspended", metav1.ConditionFalse)}}}, want: Pending},
-		{name: "dataset initializer active",
-			tj: trainer.TrainJob{Status: trainer.TrainJobStatus{JobsStatus: []trainer.JobStatus{job("dataset-initializer", 1, 0), job("node", 0, 0)}}}, want: Initializing},
-		{name: "initializer done, trainer active",
-			tj: trainer.TrainJob{Status: trainer.TrainJobStatus{JobsStatus: []trainer.JobStatus{job("dataset-initializer", 0, 1), job("node", 1, 0)}}}, want: Training},
+		{name: "dataset initializer running", tj: jobs(job("dataset-initializer", 1, 1, 0), job("node", 0, 0, 0)), want: Initializing},
+		{name: "dataset initializer active but its pod not ready (unschedulable, pulling) is Pending",
+			tj: jobs(job("dataset-initializer", 0, 1, 0), job("node", 0, 0, 0)), want: Pending},
+		{name: "initializer done, trainer running", tj: jobs(job("dataset-initializer", 0, 0, 1), job("node", 1, 1, 0)), want: Training},
 		{name: "initializers done, trainer not created yet is still Initializing",
-			tj: trainer.TrainJob{Status: trainer.TrainJobStatus{JobsStatus: []trainer.JobStatus{job("dataset-initializer", 0, 1), job("node", 0, 0)}}}, want: Initializing},
+			tj: jobs(job("dataset-initializer", 0, 0, 1), job("node", 0, 0, 0)), want: Initializing},
+		{name: "initializers done, trainer's pods unschedulable is still Initializing",
+			tj: jobs(job("dataset-initializer", 0, 0, 1), job("node", 0, 1, 0)), want: Initializing},
+		{name: "trainer Job active but its pods unschedulable is Pending", tj: jobs(job("node", 0, 1, 0)), want: Pending},
+		{name: "trainer Job active, ready counts not written by an old JobSet is Pending",
+			tj: jobs(trainer.JobStatus{Name: "node", Active: ptr.To[int32](1)}), want: Pending},
+		{name: "one of two trainer Jobs ready is Training", tj: jobs(job("node", 1, 2, 0)), want: Training},
 		{name: "trainer done, Complete not written yet is still Training",
-			tj: trainer.TrainJob{Status: trainer.TrainJobStatus{JobsStatus: []trainer.JobStatus{job("dataset-initializer", 0, 1), job("node", 0, 1)}}}, want: Training},
-		{name: "MPI launcher active",
-			tj: trainer.TrainJob{Status: trainer.TrainJobStatus{JobsStatus: []trainer.JobStatus{job("launcher", 1, 0)}}}, want: Training},
+			tj: jobs(job("dataset-initializer", 0, 0, 1), job("node", 0, 0, 1)), want: Training},
+		{name: "trainer Job failed, Failed not written yet is Training", tj: jobs(failed("node")), want: Training},
+		{name: "MPI launcher running", tj: jobs(job("node", 1, 1, 0), job("launcher", 1, 1, 0)), want: Training},
+		{name: "MPI launcher waiting for a node, nodes' sshd ready is Training",
+			tj: jobs(job("node", 1, 1, 0), job("launcher", 0, 1, 0)), want: Training},
 		{name: "complete wins over active counts",
 			tj: trainer.TrainJob{Status: trainer.TrainJobStatus{Conditions: []metav1.Condition{cond("Complete", metav1.ConditionTrue)},
-				JobsStatus: []trainer.JobStatus{job("node", 1, 0)}}}, want: Complete},
+				JobsStatus: []trainer.JobStatus{job("node", 1, 1, 0)}}}, want: Complete},
 		{name: "failed wins over suspended",
 			tj: trainer.TrainJob{Spec: trainer.TrainJobSpec{Suspend: ptr.To(true)},
 				Status: trainer.TrainJobStatus{Conditions: []metav1.Condition{cond("Failed", metav1.ConditionTrue)}}}, want: Failed},

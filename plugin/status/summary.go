@@ -104,6 +104,8 @@ type JobSummary struct {
 	Suspended int32        `json:"suspended"`
 	Start     *metav1.Time `json:"start,omitempty"`
 	End       *metav1.Time `json:"end,omitempty"`
+	// started is stage.Started of the counts: the stage the replicated job belongs to has begun.
+	started bool
 }
 
 // PodSummary is one pod of the JobSet.
@@ -283,7 +285,8 @@ func summarizeJobs(tj *trainer.TrainJob, jobs []batchv1.Job, pods []corev1.Pod) 
 	out := []JobSummary{}
 	for _, js := range tj.Status.JobsStatus {
 		out = append(out, JobSummary{Name: js.Name, Ready: ptr.Deref(js.Ready, 0), Active: ptr.Deref(js.Active, 0),
-			Succeeded: ptr.Deref(js.Succeeded, 0), Failed: ptr.Deref(js.Failed, 0), Suspended: ptr.Deref(js.Suspended, 0)})
+			Succeeded: ptr.Deref(js.Succeeded, 0), Failed: ptr.Deref(js.Failed, 0), Suspended: ptr.Deref(js.Suspended, 0),
+			started: stage.Started(js)})
 	}
 	for _, j := range jobs {
 		name := j.Labels[jobsetv1alpha2.ReplicatedJobNameKey]
@@ -381,6 +384,9 @@ func latest(a, b *metav1.Time) *metav1.Time {
 
 // stageSpans lays the pipeline out: Pending from creation until the first Job started, Initializing over the
 // initializer Jobs, Training over the trainer Jobs, and the terminal stage at its condition's transition.
+// A replicated job counts once its stage has begun (stage.Started, or a Job of it ended): an active Job
+// whose pods wait for a node leaves the TrainJob Pending, so it neither ends Pending nor starts its stage.
+// A stage that began starts when its first Job did (that includes how long its pods waited for nodes).
 func stageSpans(tj *trainer.TrainJob, current stage.Stage, jobs []JobSummary, now time.Time) []StageSpan {
 	var terminal *metav1.Condition
 	if current.Terminal() {
@@ -395,9 +401,13 @@ func stageSpans(tj *trainer.TrainJob, current stage.Stage, jobs []JobSummary, no
 	initDone, trainDone, hasInit := true, true, false
 	var firstStart *metav1.Time
 	for _, j := range jobs {
+		hasInit = hasInit || stage.IsInitializer(j.Name)
+		if !j.started && j.End == nil {
+			continue
+		}
 		span, done := &train, &trainDone
 		if stage.IsInitializer(j.Name) {
-			span, done, hasInit = &init, &initDone, true
+			span, done = &init, &initDone
 		}
 		span.Start = earliest(span.Start, j.Start)
 		firstStart = earliest(firstStart, j.Start)
@@ -421,7 +431,7 @@ func stageSpans(tj *trainer.TrainJob, current stage.Stage, jobs []JobSummary, no
 	}
 	spans = append(spans, train)
 	// Jobs ran (jobsStatus counts them) but none can be read to tell when: Pending ended, nobody knows when.
-	pendingEndUnknown := firstStart == nil && slices.ContainsFunc(jobs, func(j JobSummary) bool { return j.Active+j.Succeeded+j.Failed > 0 })
+	pendingEndUnknown := firstStart == nil && slices.ContainsFunc(jobs, func(j JobSummary) bool { return j.started })
 	// A terminal TrainJob closes every stage that had begun: nothing runs any more.
 	for i := range spans {
 		if i == 0 && pendingEndUnknown {

@@ -47,6 +47,18 @@ func job(rj string, start time.Duration, end *time.Duration) batchv1.Job {
 	return j
 }
 
+// counts is a TrainJob's jobsStatus entry for replicated job rj: ready, active and succeeded Jobs.
+func counts(rj string, ready, active, succeeded int32) trainer.JobStatus {
+	return trainer.JobStatus{Name: rj, Ready: ptr.To(ready), Active: ptr.To(active), Succeeded: ptr.To(succeeded),
+		Failed: ptr.To[int32](0), Suspended: ptr.To[int32](0)}
+}
+
+// withJobs sets the TrainJob's jobsStatus.
+func withJobs(tj *trainer.TrainJob, js ...trainer.JobStatus) *trainer.TrainJob {
+	tj.Status.JobsStatus = js
+	return tj
+}
+
 func pod(name, rj string, mutate func(*corev1.Pod)) corev1.Pod {
 	p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{jobsetv1alpha2.ReplicatedJobNameKey: rj}}}
 	p.Status.Phase = corev1.PodPending
@@ -126,26 +138,39 @@ func TestStages(t *testing.T) {
 		want: []span{{"Pending", "0s", "-", "1h0m0s"}, {"Training", "-", "-", ""}},
 	}, {
 		name: "initializers done, trainer running",
-		tj:   trainJob(),
+		tj:   withJobs(trainJob(), counts("dataset-initializer", 0, 0, 1), counts("model-initializer", 0, 0, 1), counts("node", 1, 1, 0)),
 		jobs: []batchv1.Job{job("dataset-initializer", 5*time.Second, d(30*time.Second)), job("model-initializer", 6*time.Second, d(50*time.Second)), job("node", time.Minute, nil)},
 		want: []span{{"Pending", "0s", "5s", "5s"}, {"Initializing", "5s", "50s", "45s"}, {"Training", "1m0s", "-", "59m0s"}},
 	}, {
 		name: "an initializer still running keeps Initializing open",
-		tj:   trainJob(),
+		tj:   withJobs(trainJob(), counts("dataset-initializer", 0, 0, 1), counts("model-initializer", 1, 1, 0)),
 		jobs: []batchv1.Job{job("dataset-initializer", 5*time.Second, d(30*time.Second)), job("model-initializer", 6*time.Second, nil)},
 		want: []span{{"Pending", "0s", "5s", "5s"}, {"Initializing", "5s", "-", "59m55s"}, {"Training", "-", "-", ""}},
 	}, {
 		name: "a Failed TrainJob closes the running stage at its failure",
-		tj:   trainJob(cond("Failed", "DeadlineExceeded", metav1.ConditionTrue, 10*time.Minute)),
+		tj:   withJobs(trainJob(cond("Failed", "DeadlineExceeded", metav1.ConditionTrue, 10*time.Minute)), counts("node", 1, 1, 0)),
 		jobs: []batchv1.Job{job("node", time.Minute, nil)},
 		want: []span{{"Pending", "0s", "1m0s", "1m0s"}, {"Training", "1m0s", "10m0s", "9m0s"}, {"Failed", "10m0s", "10m0s", "0s"}},
 	}, {
+		name:  "a trainer Job active while its pods wait for nodes leaves Pending open, Training not begun",
+		tj:    withJobs(trainJob(), counts("node", 0, 1, 0)),
+		jobs:  []batchv1.Job{job("node", time.Minute, nil)},
+		want:  []span{{"Pending", "0s", "-", "1h0m0s"}, {"Training", "-", "-", ""}},
+		stage: stage.Pending,
+	}, {
+		name:  "initializers done, the trainer's pods wait for nodes: Initializing ended, Training not begun",
+		tj:    withJobs(trainJob(), counts("dataset-initializer", 0, 0, 1), counts("node", 0, 1, 0)),
+		jobs:  []batchv1.Job{job("dataset-initializer", 5*time.Second, d(30*time.Second)), job("node", time.Minute, nil)},
+		want:  []span{{"Pending", "0s", "5s", "5s"}, {"Initializing", "5s", "30s", "25s"}, {"Training", "-", "-", ""}},
+		stage: stage.Initializing,
+	}, {
+		name: "Failed while Pending (deadline exceeded, pods never scheduled) closes Pending at the failure",
+		tj:   withJobs(trainJob(cond("Failed", "DeadlineExceeded", metav1.ConditionTrue, 10*time.Minute)), counts("node", 0, 1, 0)),
+		jobs: []batchv1.Job{job("node", time.Minute, nil)},
+		want: []span{{"Pending", "0s", "10m0s", "10m0s"}, {"Training", "-", "-", ""}, {"Failed", "10m0s", "10m0s", "0s"}},
+	}, {
 		name: "Jobs ran but cannot be read, nor their pods: Pending's end is unknown",
-		tj: func() *trainer.TrainJob {
-			tj := trainJob(cond("Complete", "AllJobsCompleted", metav1.ConditionTrue, 3*time.Minute))
-			tj.Status.JobsStatus = []trainer.JobStatus{{Name: "node", Active: ptr.To[int32](0), Ready: ptr.To[int32](0), Succeeded: ptr.To[int32](1), Failed: ptr.To[int32](0), Suspended: ptr.To[int32](0)}}
-			return tj
-		}(),
+		tj:   withJobs(trainJob(cond("Complete", "AllJobsCompleted", metav1.ConditionTrue, 3*time.Minute)), counts("node", 0, 0, 1)),
 		want: []span{{"Pending", "0s", "-", ""}, {"Training", "-", "-", ""}, {"Complete", "3m0s", "3m0s", "0s"}},
 	}, {
 		name: "without Jobs to read, the pods tell",
@@ -172,6 +197,9 @@ func TestStages(t *testing.T) {
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("stages (-want +got):\n%s", diff)
 			}
+			if tc.stage != "" && s.Stage != tc.stage {
+				t.Errorf("stage = %s, want %s", s.Stage, tc.stage)
+			}
 		})
 	}
 }
@@ -181,10 +209,9 @@ func TestReason(t *testing.T) {
 		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
 			Message: "0/4 nodes are available: 4 Insufficient nvidia.com/gpu."}}
 	}
-	active := func(tj *trainer.TrainJob, rj string) *trainer.TrainJob {
-		tj.Status.JobsStatus = []trainer.JobStatus{{Name: rj, Active: ptr.To[int32](1), Ready: ptr.To[int32](0), Succeeded: ptr.To[int32](0), Failed: ptr.To[int32](0), Suspended: ptr.To[int32](0)}}
-		return tj
-	}
+	// active: the replicated job's Job exists, its pods are not all ready; running: they are.
+	active := func(tj *trainer.TrainJob, rj string) *trainer.TrainJob { return withJobs(tj, counts(rj, 0, 1, 0)) }
+	running := func(tj *trainer.TrainJob, rj string) *trainer.TrainJob { return withJobs(tj, counts(rj, 1, 1, 0)) }
 	jobSet := &jobsetv1alpha2.JobSet{}
 	cases := []struct {
 		name string
@@ -206,26 +233,22 @@ func TestReason(t *testing.T) {
 		name: "pods not scheduled: how many, and the scheduler's message",
 		in: Objects{TrainJob: active(trainJob(), "node"), JobSet: jobSet, Pods: []corev1.Pod{
 			pod("p0", "node", unschedulable), pod("p1", "node", unschedulable), pod("p2", "node", nil)}},
-		want: "Training: 2 pods unschedulable: 0/4 nodes are available: 4 Insufficient nvidia.com/gpu.",
+		want: "Pending: 2 pods unschedulable: 0/4 nodes are available: 4 Insufficient nvidia.com/gpu.",
 	}, {
 		name: "an image that cannot be pulled",
 		in: Objects{TrainJob: active(trainJob(), "dataset-initializer"), JobSet: jobSet, Pods: []corev1.Pod{pod("p0", "dataset-initializer", func(p *corev1.Pod) {
 			p.Status.ContainerStatuses = []corev1.ContainerStatus{{State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: "no such image"}}}}
 		})}},
-		want: "Initializing: pod p0: ImagePullBackOff: no such image",
+		want: "Pending: pod p0: ImagePullBackOff: no such image",
 	}, {
 		name: "initializers running",
-		in: Objects{TrainJob: active(trainJob(), "dataset-initializer"), JobSet: jobSet, Pods: []corev1.Pod{pod("p0", "dataset-initializer", func(p *corev1.Pod) {
+		in: Objects{TrainJob: running(trainJob(), "dataset-initializer"), JobSet: jobSet, Pods: []corev1.Pod{pod("p0", "dataset-initializer", func(p *corev1.Pod) {
 			p.Status.Phase = corev1.PodRunning
 		})}},
 		want: "Initializing: running dataset-initializer (1/1 pods running)",
 	}, {
 		name: "between the initializers and the trainer",
-		in: Objects{TrainJob: func() *trainer.TrainJob {
-			tj := trainJob()
-			tj.Status.JobsStatus = []trainer.JobStatus{{Name: "dataset-initializer", Active: ptr.To[int32](0), Ready: ptr.To[int32](0), Succeeded: ptr.To[int32](1), Failed: ptr.To[int32](0), Suspended: ptr.To[int32](0)}}
-			return tj
-		}(), JobSet: jobSet},
+		in:   Objects{TrainJob: withJobs(trainJob(), counts("dataset-initializer", 0, 0, 1)), JobSet: jobSet},
 		want: "Initializing: initializers done, waiting for the trainer's Jobs",
 	}, {
 		name: "suspended by spec before the controller reacts",

@@ -180,7 +180,7 @@ func TestStageClock(t *testing.T) {
 	if got := c.seen[key]; got.stage != "Pending" || !got.since.Equal(created) {
 		t.Errorf("first seen: %+v, want Pending since creation", got)
 	}
-	tj.Status.JobsStatus = []trainer.JobStatus{{Name: "node", Active: ptr.To[int32](1)}}
+	tj.Status.JobsStatus = []trainer.JobStatus{{Name: "node", Ready: ptr.To[int32](1), Active: ptr.To[int32](1)}}
 	c.observe(tj, created.Add(time.Minute))
 	if got := c.seen[key]; got.stage != "Training" || !got.since.Equal(created.Add(time.Minute)) {
 		t.Errorf("after the JobSet runs: %+v, want Training since then", got)

@@ -62,7 +62,7 @@ func TestMetrics(t *testing.T) {
 		jobSetOf(t, tj)
 	}
 	setJobSetStatus(t, training, func(s *jobsetv1alpha2.JobSetStatus) {
-		s.ReplicatedJobsStatus = []jobsetv1alpha2.ReplicatedJobStatus{{Name: trainer.Node, Active: 1}}
+		s.ReplicatedJobsStatus = []jobsetv1alpha2.ReplicatedJobStatus{{Name: trainer.Node, Ready: 1, Active: 1}}
 	})
 	trainJobMatches(t, training, "Training", func(tj *trainer.TrainJob) error {
 		if s := stage.Of(tj); s != stage.Training {
