@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -168,45 +169,55 @@ func watchLoop(ctx context.Context, c client.WithWatch, namespace string, w Watc
 	}
 }
 
-// follower turns successive summaries into transition lines, each printed once.
+// follower turns successive summaries into transition lines, each printed once, oldest first.
 type follower struct {
 	seen      map[string]bool
+	started   bool // the first summary (the history so far) has been printed
 	stage     stage.Stage
 	stageLine string
 }
 
+// emit prints what s holds that was not printed yet: new timeline entries at their times, and the stage line
+// when the stage or its reason changed. All of them are sorted by time before they are printed.
+//
+// The stage line of the first summary belongs to the history: it is dated by when the stage began, if known.
+// A later change of stage or of reason is dated by when it was seen (now): the summary does not say when it
+// happened, and the span start it holds (when the stage's first Job was created) may lie before lines
+// already printed, or long ago when the stage comes back (a Job restarting, or finishing before the
+// controller marks the TrainJob Complete).
 func (f *follower) emit(w io.Writer, s *Summary, now time.Time, color bool) error {
+	var lines []printers.Transition
 	for _, e := range s.Timeline {
 		key := fmt.Sprintf("%s|%s|%s|%s|%s|%s", e.Source, e.Type, e.Status, e.Reason, e.Message, e.Time.UTC().Format(time.RFC3339))
 		if f.seen[key] {
 			continue
 		}
 		f.seen[key] = true
-		if err := printers.WriteTransition(w, printers.Transition{Time: e.Time, Since: e.Time.Sub(s.Created.Time),
-			Subject: e.What(), Text: joinReason(e.Reason, withCount(e.Message, e.Count))}, color); err != nil {
+		lines = append(lines, printers.Transition{Time: e.Time, Subject: e.What(), Text: joinReason(e.Reason, withCount(e.Message, e.Count))})
+	}
+	if line := s.StageLine(); line != f.stageLine {
+		if !f.stated(s) {
+			at := metav1.NewTime(now)
+			if !f.started {
+				for _, sp := range s.Stages {
+					if sp.Name == s.Stage && sp.Start != nil {
+						at = *sp.Start
+					}
+				}
+			}
+			lines = append(lines, printers.Transition{Time: at, Subject: string(s.Stage), Text: s.Reason})
+		}
+		f.stageLine, f.stage = line, s.Stage
+	}
+	f.started = true
+	slices.SortStableFunc(lines, func(a, b printers.Transition) int { return a.Time.Compare(b.Time.Time) })
+	for _, l := range lines {
+		l.Since = l.Time.Sub(s.Created.Time)
+		if err := printers.WriteTransition(w, l, color); err != nil {
 			return err
 		}
 	}
-	line := s.StageLine()
-	if line == f.stageLine {
-		return nil
-	}
-	if f.stated(s) {
-		f.stageLine, f.stage = line, s.Stage
-		return nil
-	}
-	// A new stage is dated by when it began, if known; a new reason within a stage by when it was seen.
-	at := metav1.NewTime(now)
-	if s.Stage != f.stage {
-		for _, sp := range s.Stages {
-			if sp.Name == s.Stage && sp.Start != nil {
-				at = *sp.Start
-			}
-		}
-	}
-	f.stageLine, f.stage = line, s.Stage
-	return printers.WriteTransition(w, printers.Transition{Time: at, Since: at.Sub(s.Created.Time),
-		Subject: string(s.Stage), Text: s.Reason}, color)
+	return nil
 }
 
 // stated tells whether the timeline already said the new stage: the condition of a terminal or suspended
