@@ -118,14 +118,14 @@ func TestDoesNotFitStaysPending(t *testing.T) {
 		t.Logf("kubectl trainjob status too-big:\n%s", stdout)
 		return nil
 	})
-	// Its pods stay Pending; pkg/stage calls the TrainJob Training once its trainer Job is active, which it
-	// is while the Job's pods wait to be scheduled, and the reason says they cannot be.
+	// Its pods stay Pending, and so does the TrainJob: its trainer Job is active (JobSet counts it so while
+	// its pods wait for a node) but not ready, and the reason says why its pods cannot be scheduled.
 	s, err := status(t.Context(), ns, "too-big")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Stage == "Complete" || s.Stage == "Failed" || !unschedulableMessage.MatchString(s.Reason) {
-		t.Errorf("stage %s (%s), want not terminal, and a reason matching %s", s.Stage, s.Reason, unschedulableMessage)
+	if s.Stage != "Pending" || !unschedulableMessage.MatchString(s.Reason) {
+		t.Errorf("stage %s (%s), want Pending, and a reason matching %s", s.Stage, s.Reason, unschedulableMessage)
 	}
 	pods, err := jobSetPods(t.Context(), ns, "too-big")
 	if err != nil {
