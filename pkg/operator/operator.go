@@ -110,7 +110,7 @@ func New(ctx context.Context, opts Options) (*Operator, error) {
 	}
 
 	plugins := &liveOnMiss{Client: mgr.GetClient(), live: mgr.GetAPIReader()}
-	fw, err := pipeline.New(ctx, opts.Registry, pipeline.Handle{Client: plugins})
+	fw, err := pipeline.New(ctx, withFeatures(cfg, opts.Registry), pipeline.Handle{Client: plugins, Operator: operatorInfo(cfg)})
 	if err != nil {
 		return nil, fmt.Errorf("pipeline framework: %w", err)
 	}
@@ -151,6 +151,9 @@ func New(ctx context.Context, opts Options) (*Operator, error) {
 		return nil, err
 	}
 	if err := mgr.AddReadyzCheck("webhooks", o.webhooksReady); err != nil {
+		return nil, err
+	}
+	if err := setupFeatures(mgr, cfg); err != nil {
 		return nil, err
 	}
 	return o, nil

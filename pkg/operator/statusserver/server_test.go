@@ -1,0 +1,290 @@
+package statusserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/scheme"
+)
+
+const (
+	validToken = "token-of-team-trainer"
+	path       = "/apis/trainer.kubeflow.org/v1alpha1/namespaces/team/trainjobs/alpha/status"
+	audience   = "trainer.kubeflow.org/v1alpha1/namespaces/team/trainjobs/alpha/status"
+	report     = `{"trainerStatus":{"progressPercentage":42,"estimatedRemainingSeconds":120,` +
+		`"metrics":[{"name":"loss","value":"0.123"}],"lastUpdatedTime":"2026-12-02T10:00:00Z"}}`
+)
+
+// apiServer stands in for the API server: it reviews tokens as a table
+// says, and records or refuses status applies.
+type apiServer struct {
+	// users maps a token to the ServiceAccount user it authenticates as,
+	// for audience only.
+	users     map[string]string
+	reviewErr error
+	applyErr  error
+
+	applied []map[string]any
+	opts    []client.SubResourceApplyOptions
+}
+
+func (a *apiServer) client() client.Client {
+	return fake.NewClientBuilder().WithScheme(scheme.New()).WithInterceptorFuncs(interceptor.Funcs{
+		Create: func(_ context.Context, _ client.WithWatch, obj client.Object, _ ...client.CreateOption) error {
+			review, ok := obj.(*authenticationv1.TokenReview)
+			if !ok {
+				return errors.New("only TokenReviews are created")
+			}
+			if a.reviewErr != nil {
+				return a.reviewErr
+			}
+			user, ok := a.users[review.Spec.Token]
+			if ok && len(review.Spec.Audiences) == 1 && review.Spec.Audiences[0] == audience {
+				review.Status = authenticationv1.TokenReviewStatus{
+					Authenticated: true,
+					User:          authenticationv1.UserInfo{Username: user},
+					Audiences:     review.Spec.Audiences,
+				}
+			}
+			return nil
+		},
+		SubResourceApply: func(_ context.Context, _ client.Client, sub string, obj runtime.ApplyConfiguration, opts ...client.SubResourceApplyOption) error {
+			if sub != "status" {
+				return errors.New("only status is applied, not " + sub)
+			}
+			if a.applyErr != nil {
+				return a.applyErr
+			}
+			data, err := json.Marshal(obj)
+			if err != nil {
+				return err
+			}
+			var m map[string]any
+			if err := json.Unmarshal(data, &m); err != nil {
+				return err
+			}
+			a.applied = append(a.applied, m)
+			a.opts = append(a.opts, *(&client.SubResourceApplyOptions{}).ApplyOpts(opts))
+			return nil
+		},
+	}).Build()
+}
+
+func TestUpdateStatus(t *testing.T) {
+	trainJobs := schema.GroupResource{Group: "trainer.kubeflow.org", Resource: "trainjobs"}
+	invalid := apierrors.NewInvalid(schema.GroupKind{Group: "trainer.kubeflow.org", Kind: "TrainJob"}, "alpha", field.ErrorList{
+		field.Invalid(field.NewPath("status", "trainerStatus", "progressPercentage"), 101, "should be less than or equal to 100"),
+	})
+	failure := func(code int32, reason metav1.StatusReason, message string) *metav1.Status {
+		return &metav1.Status{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Status"}, Status: metav1.StatusFailure, Code: code, Reason: reason, Message: message}
+	}
+	wantApplied := map[string]any{
+		"apiVersion": "trainer.kubeflow.org/v1alpha1",
+		"kind":       "TrainJob",
+		"metadata":   map[string]any{"name": "alpha", "namespace": "team"},
+		"status": map[string]any{"trainerStatus": map[string]any{
+			"progressPercentage":        float64(42),
+			"estimatedRemainingSeconds": float64(120),
+			"metrics":                   []any{map[string]any{"name": "loss", "value": "0.123"}},
+			"lastUpdatedTime":           "2026-12-02T10:00:00Z",
+		}},
+	}
+	cases := []struct {
+		name   string
+		method string
+		path   string
+		auth   string
+		body   string
+		api    apiServer
+		// wantCode and wantStatus are the answer; wantBody the echoed
+		// request when it succeeds.
+		wantCode    int
+		wantStatus  *metav1.Status
+		wantBody    string
+		wantApplied []map[string]any
+	}{
+		{
+			name:        "report applied",
+			body:        report,
+			wantCode:    http.StatusOK,
+			wantBody:    report,
+			wantApplied: []map[string]any{wantApplied},
+		},
+		{
+			name:     "empty request is accepted and applies nothing",
+			body:     `{}`,
+			wantCode: http.StatusOK,
+			wantBody: `{}`,
+		},
+		{
+			name:       "no token",
+			auth:       "-",
+			body:       report,
+			wantCode:   http.StatusUnauthorized,
+			wantStatus: failure(401, metav1.StatusReasonUnauthorized, "an Authorization: Bearer <token> header is required"),
+		},
+		{
+			name:       "token the API server does not know",
+			auth:       "Bearer forged",
+			body:       report,
+			wantCode:   http.StatusUnauthorized,
+			wantStatus: failure(401, metav1.StatusReasonUnauthorized, "the token is not valid for audience "+audience),
+		},
+		{
+			name:       "token of another namespace",
+			auth:       "Bearer other-namespace",
+			body:       report,
+			wantCode:   http.StatusForbidden,
+			wantStatus: failure(403, metav1.StatusReasonForbidden, "a token of namespace rival may not report for TrainJobs of namespace team"),
+		},
+		{
+			name:       "token of a user, not a ServiceAccount",
+			auth:       "Bearer user",
+			body:       report,
+			wantCode:   http.StatusForbidden,
+			wantStatus: failure(403, metav1.StatusReasonForbidden, "only a ServiceAccount token of namespace team may report, not jane"),
+		},
+		{
+			name:       "token review fails",
+			body:       report,
+			api:        apiServer{reviewErr: apierrors.NewServiceUnavailable("etcd is away")},
+			wantCode:   http.StatusInternalServerError,
+			wantStatus: failure(500, metav1.StatusReasonInternalError, "the token could not be reviewed"),
+		},
+		{
+			name:       "body over 64 KiB",
+			body:       `{"trainerStatus":{"metrics":[` + strings.Repeat(`{"name":"loss","value":"0.1"},`, 3000) + `]}}`,
+			wantCode:   http.StatusRequestEntityTooLarge,
+			wantStatus: failure(413, metav1.StatusReasonRequestEntityTooLarge, "the request body is larger than 65536 bytes"),
+		},
+		{
+			name:       "not JSON",
+			body:       `progress=42`,
+			wantCode:   http.StatusUnprocessableEntity,
+			wantStatus: failure(422, metav1.StatusReasonInvalid, `invalid request body, want {"trainerStatus": {...}}: invalid character 'p' looking for beginning of value`),
+		},
+		{
+			name:       "empty body",
+			body:       ``,
+			wantCode:   http.StatusUnprocessableEntity,
+			wantStatus: failure(422, metav1.StatusReasonInvalid, `invalid request body, want {"trainerStatus": {...}}: the body is empty`),
+		},
+		{
+			name:       "misspelt field",
+			body:       `{"trainerStatus":{"progress":42}}`,
+			wantCode:   http.StatusUnprocessableEntity,
+			wantStatus: failure(422, metav1.StatusReasonInvalid, `invalid request body, want {"trainerStatus": {...}}: json: unknown field "progress"`),
+		},
+		{
+			name:       "API server finds the report invalid",
+			body:       report,
+			api:        apiServer{applyErr: invalid},
+			wantCode:   http.StatusUnprocessableEntity,
+			wantStatus: failure(422, metav1.StatusReasonInvalid, invalid.ErrStatus.Message),
+		},
+		{
+			name:       "API server finds the request bad",
+			body:       report,
+			api:        apiServer{applyErr: apierrors.NewBadRequest("status.trainerStatus.metrics: too many")},
+			wantCode:   http.StatusUnprocessableEntity,
+			wantStatus: failure(422, metav1.StatusReasonInvalid, "status.trainerStatus.metrics: too many"),
+		},
+		{
+			name:       "TrainJob does not exist",
+			body:       report,
+			api:        apiServer{applyErr: apierrors.NewNotFound(trainJobs, "alpha")},
+			wantCode:   http.StatusNotFound,
+			wantStatus: failure(404, metav1.StatusReasonNotFound, "Train job not found"),
+		},
+		{
+			name:       "other API error",
+			body:       report,
+			api:        apiServer{applyErr: apierrors.NewServiceUnavailable("etcd is away")},
+			wantCode:   http.StatusInternalServerError,
+			wantStatus: failure(500, metav1.StatusReasonInternalError, "Internal error"),
+		},
+		{
+			name:       "GET of the status path",
+			method:     http.MethodGet,
+			wantCode:   http.StatusNotFound,
+			wantStatus: failure(404, metav1.StatusReasonNotFound, "GET "+path+" is not served; POST /apis/trainer.kubeflow.org/v1alpha1/namespaces/{namespace}/trainjobs/{name}/status"),
+		},
+		{
+			name:       "another path",
+			path:       "/apis/trainer.kubeflow.org/v1alpha1/namespaces/team/trainjobs/alpha",
+			body:       report,
+			wantCode:   http.StatusNotFound,
+			wantStatus: failure(404, metav1.StatusReasonNotFound, "POST /apis/trainer.kubeflow.org/v1alpha1/namespaces/team/trainjobs/alpha is not served; POST /apis/trainer.kubeflow.org/v1alpha1/namespaces/{namespace}/trainjobs/{name}/status"),
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			api := tc.api
+			api.users = map[string]string{
+				validToken:        "system:serviceaccount:team:trainer",
+				"other-namespace": "system:serviceaccount:rival:trainer",
+				"user":            "jane",
+			}
+			s := New(Options{Client: api.client()})
+			method, p, auth := tc.method, tc.path, tc.auth
+			if method == "" {
+				method = http.MethodPost
+			}
+			if p == "" {
+				p = path
+			}
+			req := httptest.NewRequest(method, p, strings.NewReader(tc.body))
+			switch auth {
+			case "":
+				req.Header.Set("Authorization", "Bearer "+validToken)
+			case "-":
+			default:
+				req.Header.Set("Authorization", auth)
+			}
+			rec := httptest.NewRecorder()
+			s.handler.ServeHTTP(rec, req)
+
+			if rec.Code != tc.wantCode {
+				t.Errorf("code = %d, want %d; body %s", rec.Code, tc.wantCode, rec.Body)
+			}
+			if got := rec.Header().Get("Content-Type"); got != "application/json" {
+				t.Errorf("Content-Type = %q, want application/json", got)
+			}
+			if tc.wantStatus != nil {
+				got := &metav1.Status{}
+				if err := json.Unmarshal(rec.Body.Bytes(), got); err != nil {
+					t.Fatalf("answer is not a Status: %v\n%s", err, rec.Body)
+				}
+				if diff := cmp.Diff(tc.wantStatus, got); diff != "" {
+					t.Errorf("answer (-want +got):\n%s", diff)
+				}
+			} else if diff := cmp.Diff(tc.wantBody, strings.TrimSpace(rec.Body.String())); diff != "" {
+				t.Errorf("answer (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantApplied, api.applied); diff != "" {
+				t.Errorf("applied (-want +got):\n%s", diff)
+			}
+			for _, o := range api.opts {
+				if o.FieldManager != "trainer-status" || o.Force == nil || !*o.Force {
+					t.Errorf("applied as %q force %v, want trainer-status with force", o.FieldManager, o.Force)
+				}
+			}
+		})
+	}
+}
