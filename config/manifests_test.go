@@ -157,6 +157,27 @@ func TestDefault(t *testing.T) {
 		}
 	})
 
+	// Trainers reach the status server through the webhook Service, on the
+	// port the TrainJobStatus plugin puts in their URL.
+	t.Run("status server", func(t *testing.T) {
+		svc := get(t, b, "Service", cfg.CertManagement.WebhookServiceName, &corev1.Service{})
+		d := get(t, b, "Deployment", "kubectl-trainjob-operator", &appsv1.Deployment{})
+		var got []string
+		for _, p := range svc.Spec.Ports {
+			if p.Port == *cfg.StatusServer.Port {
+				got = append(got, "service "+p.TargetPort.String())
+			}
+		}
+		for _, p := range d.Spec.Template.Spec.Containers[0].Ports {
+			if p.ContainerPort == *cfg.StatusServer.Port {
+				got = append(got, "container "+p.Name)
+			}
+		}
+		if diff := cmp.Diff([]string{"service status-server", "container status-server"}, got); diff != "" {
+			t.Errorf("port %d (-want +got):\n%s", *cfg.StatusServer.Port, diff)
+		}
+	})
+
 	t.Run("runtimes", func(t *testing.T) {
 		var names []string
 		for name, data := range b[trainer.ClusterTrainingRuntimeKind] {

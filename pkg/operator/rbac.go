@@ -32,6 +32,10 @@ package operator
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
+// The status server (feature gate TrainJobStatus) has the API server review
+// the trainers' tokens, and applies their reports to trainjobs/status.
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+
 // Certificate rotation: the CA is injected into the webhook configurations.
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations;mutatingwebhookconfigurations,verbs=get;list;watch;update
 
