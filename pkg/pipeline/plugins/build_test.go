@@ -28,17 +28,17 @@ func newFramework(tb testing.TB) *pipeline.Framework {
 }
 
 // TestExtensionPoints pins which plugins run at each extension point, in
-// order (spec §2.3's matrix, without Flux and TrainJobStatus).
+// order (spec §2.3's matrix, without TrainJobStatus).
 func TestExtensionPoints(t *testing.T) {
 	fw := newFramework(t)
 	want := map[pipeline.ExtensionPoint][]string{
-		pipeline.WatchExtension:        {"MPI", "CoScheduling", "Volcano", "JobSet"},
-		pipeline.CustomValidation:      {"Torch", "MPI", "JAX", "XGBoost", "Volcano", "JobSet"},
-		pipeline.EnforceMLPolicy:       {"Torch", "MPI", "PlainML", "JAX", "XGBoost"},
+		pipeline.WatchExtension:        {"MPI", "Flux", "CoScheduling", "Volcano", "JobSet"},
+		pipeline.CustomValidation:      {"Torch", "MPI", "JAX", "XGBoost", "Flux", "Volcano", "JobSet"},
+		pipeline.EnforceMLPolicy:       {"Torch", "MPI", "PlainML", "JAX", "XGBoost", "Flux"},
 		pipeline.EnforcePodGroupPolicy: {"CoScheduling", "Volcano"},
 		pipeline.EnforcePodSpec:        nil,
 		pipeline.PreComponentBuilder:   {"JobSet"},
-		pipeline.ComponentBuilder:      {"MPI", "CoScheduling", "Volcano", "JobSet"},
+		pipeline.ComponentBuilder:      {"MPI", "Flux", "CoScheduling", "Volcano", "JobSet"},
 		pipeline.TrainJobStatus:        {"JobSet"},
 	}
 	for _, ph := range pipeline.Phases {

@@ -25,6 +25,8 @@ func FuzzBuild(f *testing.F) {
 	f.Add(uint8(3), uint8(0), int32(-1), int32(-5), int64(-3), int64(-1), false, uint8(2), "", "DMLC_TASK_ID", "")
 	f.Add(uint8(4), uint8(1), int32(1000), int32(64), int64(1), int64(1), true, uint8(255), "missing", "PET_NNODES", "tune")
 	f.Add(uint8(5), uint8(2), int32(1), int32(0), int64(2), int64(700), true, uint8(7), "model-initializer", "JAX_PROCESS_ID", "python")
+	f.Add(uint8(6), uint8(1), int32(3), int32(2), int64(4), int64(1500), false, uint8(0), "node", "", "python")
+	f.Add(uint8(12), uint8(0), int32(4), int32(8), int64(8), int64(2000), false, uint8(16), "node", "FLUX_VIEW_IMAGE", "lmp")
 	fw := newFramework(f)
 	f.Fuzz(func(t *testing.T, policy, podGroup uint8, nodes, nproc int32, gpus, cpuMilli int64,
 		launcherAsNode bool, shape uint8, patchJob, envName, command string) {
@@ -43,7 +45,7 @@ func fuzzRuntime(policy, podGroup uint8, launcherAsNode bool, shape uint8) *pipe
 	spec := r.Spec
 	src := &spec.MLPolicy.MLPolicySource
 	*src = trainer.MLPolicySource{}
-	switch policy % 6 {
+	switch policy % 7 {
 	case 0:
 		src.Torch = &trainer.TorchMLPolicySource{}
 		if shape&4 != 0 {
@@ -62,6 +64,8 @@ func fuzzRuntime(policy, podGroup uint8, launcherAsNode bool, shape uint8) *pipe
 		src.XGBoost = &trainer.XGBoostMLPolicySource{}
 	case 4:
 		spec.MLPolicy = nil
+	case 5:
+		src.Flux = &trainer.FluxMLPolicySource{NumProcPerNode: ptr.To[int32](1)}
 	}
 	switch podGroup % 3 {
 	case 1:

@@ -1,12 +1,13 @@
 // Package plugins declares the ordered registry of the Pipeline Framework's
 // plugins. Within an extension point, plugins run in this order (upstream
-// ranges over a map, so its order is random). Flux and the TrainJobStatus
-// progress plugin will take their places here.
+// ranges over a map, so its order is random). The TrainJobStatus progress
+// plugin will take its place here.
 package plugins
 
 import (
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline/plugins/coscheduling"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline/plugins/flux"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline/plugins/jax"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline/plugins/jobset"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline/plugins/mpi"
@@ -26,6 +27,7 @@ func NewRegistry() pipeline.Registry {
 		{Name: plainml.Name, Factory: plainml.New},
 		{Name: jax.Name, Factory: jax.New},
 		{Name: xgboost.Name, Factory: xgboost.New},
+		{Name: flux.Name, Factory: flux.New},
 		{Name: coscheduling.Name, Factory: coscheduling.New},
 		{Name: volcano.Name, Factory: volcano.New},
 		{Name: jobset.Name, Factory: jobset.New},
