@@ -20,6 +20,7 @@ var runtimes = []string{
 	"--runtime", "testdata/examples/cluster-runtime-torch-distributed.yaml",
 	"--runtime", "testdata/examples/cluster-runtime-deepspeed-distributed-mpi.yaml",
 	"--runtime", "testdata/examples/cluster-runtime-torchtune-llama3.2-1b.yaml",
+	"--runtime", "testdata/examples/cluster-runtime-flux-distributed.yaml",
 }
 
 // run runs `kubectl trainjob render ARGS` with no kubeconfig: render needs
@@ -38,7 +39,7 @@ func run(t *testing.T, stdin string, args ...string) (stdout, stderr string, err
 func TestRenderExamples(t *testing.T) {
 	for _, name := range []string{
 		"trainjob-01-multi-node", "trainjob-02-runtime-patches", "trainjob-05-multi-step-fixed",
-		"trainjob-06-deepspeed", "trainjob-07-torchtune",
+		"trainjob-06-deepspeed", "trainjob-07-torchtune", "trainjob-08-flux-lammps",
 	} {
 		t.Run(name, func(t *testing.T) {
 			out, stderr, err := run(t, "", append([]string{"-f", "testdata/examples/" + name + ".yaml"}, runtimes...)...)
