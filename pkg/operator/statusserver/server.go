@@ -79,6 +79,7 @@ type Server struct {
 	opts    Options
 	handler http.Handler
 	log     logr.Logger
+	reviews *reviewCache
 }
 
 var (
@@ -88,7 +89,7 @@ var (
 
 // New builds the server; it listens once started.
 func New(opts Options) *Server {
-	s := &Server{opts: opts, log: log.Log.WithName("status-server")}
+	s := &Server{opts: opts, log: log.Log.WithName("status-server"), reviews: newReviewCache()}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+statusPattern, s.updateStatus)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -40,6 +42,7 @@ type apiServer struct {
 	reviewErr error
 	applyErr  error
 
+	reviews int
 	applied []map[string]any
 	opts    []client.SubResourceApplyOptions
 }
@@ -51,6 +54,7 @@ func (a *apiServer) client() client.Client {
 			if !ok {
 				return errors.New("only TokenReviews are created")
 			}
+			a.reviews++
 			if a.reviewErr != nil {
 				return a.reviewErr
 			}
@@ -286,5 +290,67 @@ func TestUpdateStatus(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestAcceptedTokensAreCached: a token the API server accepted for an
+// audience is not reviewed again for a minute; a refused one always is.
+func TestAcceptedTokensAreCached(t *testing.T) {
+	api := &apiServer{users: map[string]string{validToken: "system:serviceaccount:team:trainer"}}
+	s := New(Options{Client: api.client()})
+	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	s.reviews.now = func() time.Time { return now }
+	post := func(p, token string) int {
+		req := httptest.NewRequest(http.MethodPost, p, strings.NewReader(`{}`))
+		req.Header.Set("Authorization", "Bearer "+token)
+		rec := httptest.NewRecorder()
+		s.handler.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	type step struct {
+		Code    int
+		Reviews int
+	}
+	var got []step
+	record := func(code int) { got = append(got, step{code, api.reviews}) }
+
+	record(post(path, validToken))
+	record(post(path, validToken))
+	// Another TrainJob is another audience: reviewed (and refused) anew.
+	record(post(strings.Replace(path, "/alpha/", "/beta/", 1), validToken))
+	record(post(path, "forged"))
+	record(post(path, "forged"))
+	now = now.Add(reviewTTL)
+	record(post(path, validToken))
+
+	want := []step{{200, 1}, {200, 1}, {401, 2}, {401, 3}, {401, 4}, {200, 5}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("answers and reviews so far (-want +got):\n%s", diff)
+	}
+}
+
+// TestReviewCacheBound: a full cache drops its expired entries first, and
+// everything when none has expired, so it never holds more than its bound.
+func TestReviewCacheBound(t *testing.T) {
+	c := newReviewCache()
+	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	c.now = func() time.Time { return now }
+	for i := range maxCachedReviews / 2 {
+		c.put(strconv.Itoa(i), audience, "old")
+	}
+	now = now.Add(reviewTTL)
+	for i := maxCachedReviews / 2; i < maxCachedReviews; i++ {
+		c.put(strconv.Itoa(i), audience, "new")
+	}
+	c.put("one more", audience, "new")
+	if got, want := len(c.entries), maxCachedReviews/2+1; got != want {
+		t.Errorf("after dropping the expired: %d entries, want %d", got, want)
+	}
+	for i := len(c.entries); i < maxCachedReviews; i++ {
+		c.put("fill "+strconv.Itoa(i), audience, "new")
+	}
+	c.put("last", audience, "new")
+	if user, ok := c.get("last", audience); len(c.entries) != 1 || !ok || user != "new" {
+		t.Errorf("full of live entries: %d entries, last = %q %v; want it alone", len(c.entries), user, ok)
 	}
 }
