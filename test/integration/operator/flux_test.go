@@ -1,0 +1,184 @@
+package operator_test
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/controller"
+	"github.com/kubectl-trainjob/kubectl-trainjob/test/integration/operator/internal/optest"
+)
+
+// fluxRuntimeSpec is a Flux runtime of two nodes; initContainers are added
+// to its `node` job.
+func fluxRuntimeSpec(initContainers ...corev1.Container) trainer.TrainingRuntimeSpec {
+	node := replicatedJob(trainer.Node, trainer.AncestorTrainer, trainer.Node)
+	node.Template.Spec.Template.Spec.InitContainers = initContainers
+	return runtimeSpec(&trainer.MLPolicy{NumNodes: ptr.To[int32](2), MLPolicySource: trainer.MLPolicySource{Flux: &trainer.FluxMLPolicySource{}}}, node)
+}
+
+// TestFlux: the `node` pods get the Flux installer, its volumes and the
+// wrapped command; the entrypoint ConfigMap and CURVE Secret exist, are
+// owned by the TrainJob and put back when deleted; the job completes or
+// fails.
+func TestFlux(t *testing.T) {
+	ns := optest.NewNamespace(t, env.Client)
+	createTrainingRuntime(t, ns, "flux", fluxRuntimeSpec())
+	tr := &trainer.Trainer{NumNodes: ptr.To[int32](2), Command: []string{"trainjob"}, Args: []string{"trainjob"}}
+	tj := newTrainJob(ns, "alpha", trainer.TrainingRuntimeKind, "flux")
+	tj.Spec.Trainer = tr
+	create(t, tj)
+	js := jobSetOf(t, tj)
+
+	nodeJob := findJob(&js.Spec, trainer.Node)
+	node := container(nodeJob, trainer.Node)
+	got := map[string]any{
+		"initContainers": nodeJob.Template.Spec.Template.Spec.InitContainers,
+		"volumes":        nodeJob.Template.Spec.Template.Spec.Volumes,
+		"mounts":         node.VolumeMounts,
+		"command":        node.Command,
+		"args":           node.Args,
+		"parallelism":    ptr.Deref(nodeJob.Template.Spec.Parallelism, 0),
+	}
+	want := map[string]any{
+		"initContainers": []corev1.Container{{
+			Name:    "flux-installer",
+			Image:   "ghcr.io/converged-computing/flux-view-ubuntu:tag-jammy",
+			Command: []string{"/bin/bash", "/etc/flux-config/init.sh"},
+			VolumeMounts: []corev1.VolumeMount{
+				{Name: "flux-install", MountPath: "/mnt/flux"},
+				{Name: "alpha-flux-entrypoint", MountPath: "/etc/flux-config", ReadOnly: true},
+			},
+		}},
+		"volumes": []corev1.Volume{
+			{Name: "spack-install", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+			{Name: "flux-install", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+			{Name: "alpha-flux-entrypoint", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+				LocalObjectReference: corev1.LocalObjectReference{Name: "alpha-flux-entrypoint"}, DefaultMode: ptr.To[int32](0o755),
+			}}},
+			{Name: "shared-memory", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}},
+			{Name: "flux-curve", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+				SecretName: "alpha-flux-curve", DefaultMode: ptr.To[int32](0o400),
+			}}},
+		},
+		"mounts": []corev1.VolumeMount{
+			{Name: "flux-install", MountPath: "/mnt/flux"},
+			{Name: "spack-install", MountPath: "/opt/software"},
+			{Name: "alpha-flux-entrypoint", MountPath: "/etc/flux-config", ReadOnly: true},
+			{Name: "flux-curve", MountPath: "/curve", ReadOnly: true},
+			{Name: "shared-memory", MountPath: "/dev/shm"},
+		},
+		"command":     []string{"/bin/bash", "/etc/flux-config/entrypoint.sh", "trainjob trainjob"},
+		"args":        []string(nil),
+		"parallelism": int32(2),
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("JobSet node job (-want +got):\n%s", diff)
+	}
+
+	fluxObjects := func(ctx context.Context) error {
+		stored := &trainer.TrainJob{}
+		if err := optest.Get(ctx, env.Client, key(tj), stored); err != nil {
+			return err
+		}
+		cm := &corev1.ConfigMap{}
+		if err := optest.Get(ctx, env.Client, nsName(ns, "alpha-flux-entrypoint"), cm); err != nil {
+			return err
+		}
+		secret := &corev1.Secret{}
+		if err := optest.Get(ctx, env.Client, nsName(ns, "alpha-flux-curve"), secret); err != nil {
+			return err
+		}
+		owned := map[string]string{controller.TrainJobNameLabel: "alpha"}
+		got := map[string]any{
+			"configMapKeys":   slices.Sorted(maps.Keys(cm.Data)),
+			"configMapOwner":  cm.OwnerReferences,
+			"configMapLabels": cm.Labels,
+			"hostlist":        strings.Contains(cm.Data["init.sh"], `echo "alpha-node-0-[0-1]" > `),
+			"secretKeys":      slices.Sorted(maps.Keys(secret.Data)),
+			"secretOwner":     secret.OwnerReferences,
+			"secretLabels":    secret.Labels,
+		}
+		want := map[string]any{
+			"configMapKeys":   []string{"entrypoint.sh", "init.sh"},
+			"configMapOwner":  controllerRef(stored),
+			"configMapLabels": owned,
+			"hostlist":        true,
+			"secretKeys":      []string{"curve.cert"},
+			"secretOwner":     controllerRef(stored),
+			"secretLabels":    owned,
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			return fmt.Errorf("Flux objects (-want +got):\n%s", diff)
+		}
+		return nil
+	}
+	optest.Eventually(t, "the Flux ConfigMap and Secret exist", fluxObjects)
+
+	cert := &corev1.Secret{}
+	if err := optest.Get(t.Context(), env.Client, nsName(ns, "alpha-flux-curve"), cert); err != nil {
+		t.Fatal(err)
+	}
+	for _, obj := range []client.Object{
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "alpha-flux-entrypoint"}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "alpha-flux-curve"}},
+	} {
+		if err := env.Client.Delete(t.Context(), obj); err != nil {
+			t.Fatalf("delete %T %s: %v", obj, obj.GetName(), err)
+		}
+	}
+	optest.Eventually(t, "the deleted Flux ConfigMap and Secret are put back", fluxObjects)
+	again := &corev1.Secret{}
+	if err := optest.Get(t.Context(), env.Client, nsName(ns, "alpha-flux-curve"), again); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(cert.Data, again.Data); diff != "" {
+		t.Errorf("the CURVE certificate changed when rebuilt (-before +after):\n%s", diff)
+	}
+
+	finishes(t, ns, trainer.TrainingRuntimeKind, "flux", tr)
+}
+
+// TestFluxAdmission: what the schema (422) and the Flux plugin at the
+// webhook (403) refuse.
+func TestFluxAdmission(t *testing.T) {
+	ns := optest.NewNamespace(t, env.Client)
+	createTrainingRuntime(t, ns, "flux", fluxRuntimeSpec())
+	createTrainingRuntime(t, ns, "flux-reserved", fluxRuntimeSpec(corev1.Container{Name: "flux-installer", Image: "ubuntu:22.04"}))
+	long := strings.Repeat("a", 48)
+	for _, tc := range []struct {
+		name string
+		doc  string
+		want admission
+	}{
+		{name: "valid", doc: `
+metadata: {name: ok}
+spec: {runtimeRef: {name: flux, kind: TrainingRuntime}, trainer: {numNodes: 4, numProcPerNode: 2}}`, want: allowed},
+		{name: "numProcPerNode 0", doc: `
+metadata: {name: nproc-zero}
+spec: {runtimeRef: {name: flux, kind: TrainingRuntime}, trainer: {numProcPerNode: 0}}`,
+			want: invalidTrainJob("nproc-zero", `spec.trainer.numProcPerNode: Invalid value: 0: numProcPerNode must be greater than or equal to 1`)},
+		{name: "reserved flux-installer init container", doc: `
+metadata: {name: reserved}
+spec: {runtimeRef: {name: flux-reserved, kind: TrainingRuntime}}`, want: admission{403, deniedTrainJob +
+			`spec.runtimeRef: Forbidden: InitContainer "flux-installer" of replicated job "node" is reserved: the Flux plugin adds it; rename the runtime's (or runtimePatches') init container`}},
+		{name: "name of 48 characters", doc: `
+metadata: {name: ` + long + `}
+spec: {runtimeRef: {name: flux, kind: TrainingRuntime}}`, want: admission{403, deniedTrainJob +
+			`metadata.name: Invalid value: "` + long + `": must be no more than 47 characters with a Flux runtime, so that the volume of ConfigMap "` + long + `-flux-entrypoint" is a valid name; shorten it by 1`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			checkAdmission(t, env.Client.Create(t.Context(), trainJobYAML(t, ns, tc.doc)), tc.want)
+		})
+	}
+}
