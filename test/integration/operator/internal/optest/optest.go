@@ -140,7 +140,7 @@ func NewConfig(dir string) (*config.Configuration, error) {
 // leader is replaced quickly, and a fast client. It defaults and validates
 // the result.
 func InProcess(cfg *config.Configuration, dir string) error {
-	ports, err := freePorts(3)
+	ports, err := freePorts(4)
 	if err != nil {
 		return err
 	}
@@ -151,6 +151,7 @@ func InProcess(cfg *config.Configuration, dir string) error {
 	cfg.Health.HealthProbeBindAddress = "127.0.0.1:" + strconv.Itoa(ports[1])
 	cfg.Webhook.Host, cfg.Webhook.Port = "127.0.0.1", ptr.To(int32(ports[2]))
 	cfg.Webhook.CertDir = filepath.Join(dir, "certs-"+strconv.Itoa(ports[2]))
+	cfg.StatusServer.Port = ptr.To(int32(ports[3]))
 	cfg.CertManagement.ExtraDNSNames = append(cfg.CertManagement.ExtraDNSNames, "localhost")
 	cfg.ClientConnection = config.ClientConnection{QPS: ptr.To[float32](200), Burst: ptr.To[int32](400)}
 	cfg.Default()
