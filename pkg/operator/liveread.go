@@ -7,14 +7,17 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/controller"
 )
 
-// liveOnMiss is the client the plugins read through. The cache holds only
-// the ConfigMaps and Secrets the operator labelled; one it does not hold
-// may still exist (written by another controller, or by this operator a
-// moment ago), so a plugin asking whether it exists gets the API server's
-// answer. A plugin asks such questions only until it has built the object
-// (MPI's SSH key Secret), so the live reads are few.
+// liveOnMiss is the client the plugins read through. What the reconcile
+// itself applied comes first: the cache may not have it yet. The cache
+// holds only the ConfigMaps and Secrets the operator labelled; one it does
+// not hold may still exist (written by another controller, or by this
+// operator a moment ago), so a plugin asking whether it exists gets the API
+// server's answer. A plugin asks such questions only until it has built the
+// object (MPI's SSH key Secret), so the live reads are few.
 type liveOnMiss struct {
 	client.Client
 	live client.Reader
@@ -26,14 +29,15 @@ var scopedKinds = map[schema.GroupKind]bool{
 	{Kind: "Secret"}:    true,
 }
 
-// Get reads from the cache, and from the API server when the cache does
-// not have a ConfigMap or Secret.
+// Get reads what the reconcile of ctx wrote, else from the cache, else from
+// the API server when the cache does not have a ConfigMap or Secret.
 func (c *liveOnMiss) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	err := c.Client.Get(ctx, key, obj, opts...)
-	if !apierrors.IsNotFound(err) {
-		return err
+	gvk, gvkErr := apiutil.GVKForObject(obj, c.Scheme())
+	if gvkErr == nil && controller.WrittenObject(ctx, gvk, key, obj) {
+		return nil
 	}
-	if gvk, gvkErr := apiutil.GVKForObject(obj, c.Scheme()); gvkErr != nil || !scopedKinds[gvk.GroupKind()] {
+	err := c.Client.Get(ctx, key, obj, opts...)
+	if !apierrors.IsNotFound(err) || gvkErr != nil || !scopedKinds[gvk.GroupKind()] {
 		return err
 	}
 	return c.live.Get(ctx, key, obj, opts...)

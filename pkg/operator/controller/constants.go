@@ -19,6 +19,11 @@ const FieldManager = "trainer"
 // cluster (kubeflow/trainer#3374).
 const TrainJobNameLabel = "trainer.kubeflow.org/trainjob-name"
 
+// AppliedHashAnnotation is set on every object the Build phase returns,
+// with the hash of what the operator applied: an object that carries the
+// hash of what the operator would apply now is not applied again.
+const AppliedHashAnnotation = "trainer.kubeflow.org/applied-hash"
+
 // Events. Upstream records only TrainJobResourcesCreationFailed; this
 // operator also records one event per condition transition, with the
 // condition's reason and message and, as the action, the condition type.

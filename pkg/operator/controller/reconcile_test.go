@@ -32,10 +32,11 @@ func newTestReconciler(t *testing.T, objs ...client.Object) (*TrainJobReconciler
 	rec := events.NewFakeRecorder(10)
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	return &TrainJobReconciler{
-		client: c, scheme: s, framework: fw, recorder: rec,
-		snapshots: newSnapshots(c, c, s),
-		stages:    &stageClock{seen: map[types.NamespacedName]stageSince{}},
-		now:       func() time.Time { return now },
+		client: c, live: c, scheme: s, framework: fw, recorder: rec,
+		snapshots:    newSnapshots(c, c, s),
+		stages:       &stageClock{seen: map[types.NamespacedName]stageSince{}},
+		statusWrites: &statusWrites{from: map[types.NamespacedName]string{}},
+		now:          func() time.Time { return now },
 	}, c, rec
 }
 

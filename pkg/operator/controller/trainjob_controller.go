@@ -42,25 +42,30 @@ import (
 // and the Pipeline Framework's plugins build (a JobSet and its companions),
 // and reports their progress in the TrainJob's status.
 type TrainJobReconciler struct {
-	client    client.Client
-	scheme    *runtime.Scheme
-	framework *pipeline.Framework
-	recorder  recorder.EventRecorder
-	snapshots *snapshots
-	stages    *stageClock
-	now       func() time.Time
+	client client.Client
+	// live reads the API server, where the cache may lag behind.
+	live         client.Reader
+	scheme       *runtime.Scheme
+	framework    *pipeline.Framework
+	recorder     recorder.EventRecorder
+	snapshots    *snapshots
+	stages       *stageClock
+	statusWrites *statusWrites
+	now          func() time.Time
 }
 
 // NewTrainJobReconciler builds the reconciler of mgr's TrainJobs.
 func NewTrainJobReconciler(mgr manager.Manager, fw *pipeline.Framework) *TrainJobReconciler {
 	return &TrainJobReconciler{
-		client:    mgr.GetClient(),
-		scheme:    mgr.GetScheme(),
-		framework: fw,
-		recorder:  mgr.GetEventRecorder(TrainJobRecorderName),
-		snapshots: newSnapshots(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetScheme()),
-		stages:    &stageClock{seen: map[types.NamespacedName]stageSince{}},
-		now:       time.Now,
+		client:       mgr.GetClient(),
+		live:         mgr.GetAPIReader(),
+		scheme:       mgr.GetScheme(),
+		framework:    fw,
+		recorder:     mgr.GetEventRecorder(TrainJobRecorderName),
+		snapshots:    newSnapshots(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetScheme()),
+		stages:       &stageClock{seen: map[types.NamespacedName]stageSince{}},
+		statusWrites: &statusWrites{from: map[types.NamespacedName]string{}},
+		now:          time.Now,
 	}
 }
 
@@ -99,14 +104,19 @@ func (r *TrainJobReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 	if err := r.client.Get(ctx, req.NamespacedName, tj); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.stages.forget(req.NamespacedName)
+			r.statusWrites.forget(req.NamespacedName)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if r.statusWrites.stale(tj) {
+		log.FromContext(ctx).V(2).Info("Waiting for the cache to see the last status write")
+		return reconcile.Result{}, nil
 	}
 	if managedBy := ptr.Deref(tj.Spec.ManagedBy, trainer.TrainJobControllerManager); managedBy != trainer.TrainJobControllerManager {
 		log.FromContext(ctx).V(2).Info("Skipping a TrainJob managed by another controller", "managedBy", managedBy)
 		return reconcile.Result{}, nil
 	}
-	result, err := r.reconcile(ctx, tj)
+	result, err := r.reconcile(withWritten(ctx), tj)
 	metrics.ObserveReconcile(time.Since(begin), err)
 	return result, err
 }
@@ -116,17 +126,17 @@ func (r *TrainJobReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 func (r *TrainJobReconciler) reconcile(ctx context.Context, tj *trainer.TrainJob) (reconcile.Result, error) {
 	u := newStatusUpdate(tj, metav1.NewTime(r.now()))
 	var errs []error
-	applied, buildFailed := false, false
+	built, buildFailed := false, false
 	if gk := pipeline.RuntimeRefGroupKind(tj); !runtimes.Supported(gk) {
 		u.setCondition(trainer.TrainJobFailed, metav1.ConditionTrue, trainer.TrainJobRuntimeNotSupportedReason, runtimes.UnsupportedError(gk).Error())
 	} else if !finished(u.tj) {
 		var err error
-		applied, err = r.build(ctx, u)
+		built, err = r.build(ctx, u)
 		buildFailed = err != nil
 		errs = append(errs, err)
 	}
 	setSuspended(u)
-	errs = append(errs, r.postExecution(ctx, u, applied || buildFailed))
+	errs = append(errs, r.postExecution(ctx, u, built || buildFailed))
 	requeueAfter := r.enforceDeadline(ctx, u)
 	if err := r.writeStatus(ctx, u); errors.Is(err, errStaleTrainJob) {
 		log.FromContext(ctx).V(2).Info("Status not written: the TrainJob changed meanwhile")
@@ -141,8 +151,9 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, tj *trainer.TrainJob
 	return reconcile.Result{RequeueAfter: requeueAfter}, nil
 }
 
-// build runs the Build phase and applies what it returns, in order. It
-// reports whether it applied anything, and sets ComponentsCreated.
+// build runs the Build phase and applies what it returns, in order, except
+// the objects already as built. It reports whether the phase built
+// anything, and sets ComponentsCreated.
 func (r *TrainJobReconciler) build(ctx context.Context, u *statusUpdate) (bool, error) {
 	tj := u.tj
 	objs, err := r.buildObjects(ctx, tj)
@@ -161,8 +172,11 @@ func (r *TrainJobReconciler) build(ctx context.Context, u *statusUpdate) (bool, 
 		}
 		return false, r.creationFailed(u, err)
 	}
+	// Once a reconcile has built, the objects may exist where the cache
+	// does not show them yet.
+	mayExist := meta.FindStatusCondition(tj.Status.Conditions, trainer.TrainJobComponentsCreated) != nil
 	for _, obj := range objs {
-		if err := r.apply(ctx, tj, obj); err != nil {
+		if err := r.applyBuilt(ctx, tj, obj, mayExist); err != nil {
 			return false, r.creationFailed(u, err)
 		}
 	}
@@ -203,10 +217,36 @@ func (r *TrainJobReconciler) apply(ctx context.Context, tj *trainer.TrainJob, ob
 	if err != nil {
 		return &applyError{kind: fmt.Sprintf("%T", obj), name: obj.GetName(), err: err}
 	}
-	err = r.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldManager), client.ForceOwnership)
+	return r.applyUnstructured(ctx, u)
+}
+
+// applyBuilt applies an object the Build phase returned, with the hash of
+// what is applied in AppliedHashAnnotation, unless the object already
+// carries that hash.
+func (r *TrainJobReconciler) applyBuilt(ctx context.Context, tj *trainer.TrainJob, obj client.Object, mayExist bool) error {
+	u, hash, err := hashedApplyObject(r.scheme, obj, tj.Name)
 	if err != nil {
-		return &applyError{kind: u.GetKind(), name: u.GetName(), err: err}
+		return &applyError{kind: fmt.Sprintf("%T", obj), name: obj.GetName(), err: err}
 	}
+	done, err := r.asBuilt(ctx, u, hash, mayExist)
+	switch {
+	case err != nil:
+		return &applyError{kind: u.GetKind(), name: u.GetName(), err: err}
+	case done:
+		return nil
+	}
+	return r.applyUnstructured(ctx, u)
+}
+
+func (r *TrainJobReconciler) applyUnstructured(ctx context.Context, u *unstructured.Unstructured) error {
+	gvk := u.GroupVersionKind()
+	err := r.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldManager), client.ForceOwnership)
+	if err != nil {
+		return &applyError{kind: gvk.Kind, name: u.GetName(), err: err}
+	}
+	// The API server answered with the object as stored.
+	u.SetGroupVersionKind(gvk)
+	r.rememberApplied(ctx, u)
 	return nil
 }
 
@@ -316,6 +356,7 @@ func (r *TrainJobReconciler) writeStatus(ctx context.Context, u *statusUpdate) e
 			r.record(u.orig, u.events)
 			return fmt.Errorf("patch TrainJob status: %w", err)
 		}
+		r.statusWrites.wrote(u.tj, u.orig.ResourceVersion)
 		events = transitions
 	}
 	r.record(u.orig, append(events, u.events...))

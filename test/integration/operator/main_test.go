@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/rest"
+
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/integration/operator/internal/optest"
 )
 
@@ -30,7 +32,10 @@ func TestMain(m *testing.M) {
 		if err := optest.InstallWebhooks(ctx, e.Client, *cfg.Webhook.Port); err != nil {
 			return err
 		}
-		if op, err = optest.StartOperator(ctx, e.Cluster.Config, cfg); err != nil {
+		// The operator's requests are counted (writes_test.go).
+		restConfig := rest.CopyConfig(e.Cluster.Config)
+		restConfig.Wrap(requests.wrap)
+		if op, err = optest.StartOperator(ctx, restConfig, cfg); err != nil {
 			return err
 		}
 		if err := optest.Poll(ctx, time.Minute, op.Ready); err != nil {

@@ -17,6 +17,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -286,7 +287,8 @@ func addAll(dst, src map[string]string) map[string]string {
 
 // Status derives the TrainJob's status from its JobSet: a Completed or
 // Failed JobSet makes the TrainJob Complete or Failed, and jobsStatus
-// mirrors the JobSet's replicated jobs.
+// mirrors the JobSet's replicated jobs (notStarted until the JobSet
+// controller reports them).
 func (j *JobSet) Status(ctx context.Context, trainJob *trainer.TrainJob) (*trainer.TrainJobStatus, error) {
 	status := trainJob.Status.DeepCopy()
 	if j.client == nil {
@@ -304,7 +306,11 @@ func (j *JobSet) Status(ctx context.Context, trainJob *trainer.TrainJob) (*train
 	copyCondition(status, &js, trainJob.Generation, string(jobsetv1alpha2.JobSetFailed), trainer.TrainJobFailed)
 
 	status.JobsStatus = nil
-	for _, rj := range js.Status.ReplicatedJobsStatus {
+	replicatedJobs := js.Status.ReplicatedJobsStatus
+	if replicatedJobs == nil {
+		replicatedJobs = notStarted(&js)
+	}
+	for _, rj := range replicatedJobs {
 		status.JobsStatus = append(status.JobsStatus, trainer.JobStatus{
 			Name:      rj.Name,
 			Ready:     ptr.To(rj.Ready),
@@ -315,6 +321,20 @@ func (j *JobSet) Status(ctx context.Context, trainJob *trainer.TrainJob) (*train
 		})
 	}
 	return status, nil
+}
+
+// notStarted is the status of the replicated jobs of a JobSet its
+// controller has not reported on yet: none of its Jobs exists, so none is
+// ready, active, suspended or done. It is what the JobSet controller
+// reports first, in its order (by name, descending): the status written
+// with ComponentsCreated then needs no second write when that report comes.
+func notStarted(js *jobsetv1alpha2.JobSet) []jobsetv1alpha2.ReplicatedJobStatus {
+	out := make([]jobsetv1alpha2.ReplicatedJobStatus, 0, len(js.Spec.ReplicatedJobs))
+	for _, rj := range js.Spec.ReplicatedJobs {
+		out = append(out, jobsetv1alpha2.ReplicatedJobStatus{Name: rj.Name})
+	}
+	slices.SortFunc(out, func(a, b jobsetv1alpha2.ReplicatedJobStatus) int { return strings.Compare(b.Name, a.Name) })
+	return out
 }
 
 // copyCondition sets the TrainJob condition typ from the JobSet condition

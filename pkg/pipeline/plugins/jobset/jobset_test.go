@@ -728,6 +728,21 @@ func TestStatus(t *testing.T) {
 				JobsStatus: []trainer.JobStatus{{Name: "node", Ready: new(int32(2)), Succeeded: new(int32(0)), Failed: new(int32(0)), Active: new(int32(2)), Suspended: new(int32(0))}},
 			},
 		},
+		"JobSet not reported on yet: its replicated jobs have not started, in the JobSet controller's order": {
+			cluster: cluster{objs: []client.Object{&jobsetv1alpha2.JobSet{
+				ObjectMeta: metav1.ObjectMeta{Name: "alpha", Namespace: "default"},
+				Spec: jobsetv1alpha2.JobSetSpec{ReplicatedJobs: []jobsetv1alpha2.ReplicatedJob{
+					{Name: trainer.DatasetInitializerName}, {Name: trainer.Node}, {Name: trainer.ModelInitializerName},
+				}},
+			}}},
+			want: &trainer.TrainJobStatus{
+				JobsStatus: []trainer.JobStatus{
+					{Name: trainer.Node, Ready: new(int32(0)), Succeeded: new(int32(0)), Failed: new(int32(0)), Active: new(int32(0)), Suspended: new(int32(0))},
+					{Name: trainer.ModelInitializerName, Ready: new(int32(0)), Succeeded: new(int32(0)), Failed: new(int32(0)), Active: new(int32(0)), Suspended: new(int32(0))},
+					{Name: trainer.DatasetInitializerName, Ready: new(int32(0)), Succeeded: new(int32(0)), Failed: new(int32(0)), Active: new(int32(0)), Suspended: new(int32(0))},
+				},
+			},
+		},
 		"deleted JobSet of a finished TrainJob leaves the status as it is": {
 			status: trainer.TrainJobStatus{
 				Conditions: []metav1.Condition{complete},
