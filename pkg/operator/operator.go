@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/rest"
@@ -162,7 +163,7 @@ func New(ctx context.Context, opts Options) (*Operator, error) {
 // cacheOptions scope the cache to what the operator owns: ConfigMaps and
 // Secrets only when they carry the TrainJob name label the operator sets on
 // the ones it applies, everything only in the watched namespace if one is
-// set; and nobody reads managed fields, so they are dropped.
+// set; and what nobody reads is dropped (trimForCache).
 func cacheOptions(cfg *config.Configuration) cache.Options {
 	owned, _ := labels.NewRequirement(controller.TrainJobNameLabel, selection.Exists, nil)
 	selector := labels.NewSelector().Add(*owned)
@@ -171,12 +172,31 @@ func cacheOptions(cfg *config.Configuration) cache.Options {
 			&corev1.ConfigMap{}: {Label: selector},
 			&corev1.Secret{}:    {Label: selector},
 		},
-		DefaultTransform: cache.TransformStripManagedFields(),
+		DefaultTransform: trimForCache,
 	}
 	if ns := cfg.Controller.WatchNamespace; ns != "" {
 		opts.DefaultNamespaces = map[string]cache.Config{ns: {}}
 	}
 	return opts
+}
+
+// trimForCache drops from every cached object what no reader of the
+// operator reads and what can be as large as the rest of the object: its
+// managed fields, and kubectl's last-applied-configuration annotation (a
+// copy of the object as kubectl last applied it).
+func trimForCache(in any) (any, error) {
+	obj, err := meta.Accessor(in)
+	if err != nil {
+		// A tombstone: nothing to trim.
+		return in, nil
+	}
+	if obj.GetManagedFields() != nil {
+		obj.SetManagedFields(nil)
+	}
+	if annotations := obj.GetAnnotations(); annotations[corev1.LastAppliedConfigAnnotation] != "" {
+		delete(annotations, corev1.LastAppliedConfigAnnotation)
+	}
+	return in, nil
 }
 
 // webhooksReady is the readiness check: ready once the certificates exist
