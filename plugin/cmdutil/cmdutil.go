@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/printers"
@@ -56,6 +58,9 @@ type Factory struct {
 	ConfigFlags *genericclioptions.ConfigFlags
 	// Color is the --color flag: auto, always or never.
 	Color string
+
+	schemeOnce sync.Once
+	scheme     *runtime.Scheme
 }
 
 // NewFactory returns a factory with every kubectl global flag.
@@ -92,13 +97,29 @@ func (f *Factory) Namespace() (string, bool, error) {
 	return f.ConfigFlags.ToRawKubeConfigLoader().Namespace()
 }
 
-// Client is a controller-runtime client with the project's scheme.
+// Scheme is the project's scheme (pkg/scheme), built once, when a command first needs it: building it costs
+// milliseconds that a command which prints its help, or fails early, need not spend.
+func (f *Factory) Scheme() *runtime.Scheme {
+	f.schemeOnce.Do(func() { f.scheme = scheme.New() })
+	return f.scheme
+}
+
+// Client is a controller-runtime client with the project's scheme. It maps the kinds the commands use
+// without discovery (newRESTMapper).
 func (f *Factory) Client() (client.WithWatch, error) {
 	cfg, err := f.RESTConfig()
 	if err != nil {
 		return nil, err
 	}
-	return client.NewWithWatch(cfg, client.Options{Scheme: scheme.New()})
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	mapper, err := newRESTMapper(cfg, httpClient)
+	if err != nil {
+		return nil, err
+	}
+	return client.NewWithWatch(cfg, client.Options{Scheme: f.Scheme(), HTTPClient: httpClient, Mapper: mapper})
 }
 
 // Clientset is a client-go clientset (for pod logs and events).

@@ -86,7 +86,7 @@ func NewCreateOptions(streams cmdutil.Streams) *CreateOptions {
 	return &CreateOptions{
 		Streams:    streams,
 		DryRun:     dryRunNone,
-		PrintFlags: genericclioptions.NewPrintFlags("created").WithTypeSetter(scheme.New()),
+		PrintFlags: genericclioptions.NewPrintFlags("created"),
 		Clock:      clock.RealClock{},
 	}
 }
@@ -189,7 +189,7 @@ func (o *CreateOptions) Complete(f *cmdutil.Factory, cmd *cobra.Command, args []
 	if err != nil {
 		return err
 	}
-	if o.printer, err = o.PrintFlags.ToPrinter(); err != nil {
+	if o.printer, err = o.PrintFlags.WithTypeSetter(f.Scheme()).ToPrinter(); err != nil {
 		return err
 	}
 	o.client, err = f.Client()

@@ -30,7 +30,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/scheme"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/stage"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/completion"
@@ -76,7 +75,7 @@ type ListOptions struct {
 func NewListOptions(streams cmdutil.Streams) *ListOptions {
 	return &ListOptions{
 		Streams:    streams,
-		PrintFlags: genericclioptions.NewPrintFlags("").WithTypeSetter(scheme.New()),
+		PrintFlags: genericclioptions.NewPrintFlags(""),
 		ChunkSize:  500,
 		Clock:      clock.RealClock{},
 	}
@@ -163,7 +162,7 @@ func (o *ListOptions) Complete(f *cmdutil.Factory, _ *cobra.Command) error {
 	case "", "wide":
 		o.wide = format == "wide"
 	default:
-		if o.printer, err = o.PrintFlags.ToPrinter(); err != nil {
+		if o.printer, err = o.PrintFlags.WithTypeSetter(f.Scheme()).ToPrinter(); err != nil {
 			return fmt.Errorf("%w (or wide)", err)
 		}
 	}

@@ -22,7 +22,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/scheme"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/list"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/printers"
@@ -62,7 +61,7 @@ type RuntimesOptions struct {
 func NewRuntimesOptions(streams cmdutil.Streams) *RuntimesOptions {
 	return &RuntimesOptions{
 		Streams:    streams,
-		PrintFlags: genericclioptions.NewPrintFlags("").WithTypeSetter(scheme.New()),
+		PrintFlags: genericclioptions.NewPrintFlags(""),
 		Clock:      clock.RealClock{},
 	}
 }
@@ -100,6 +99,7 @@ func (o *RuntimesOptions) Complete(f *cmdutil.Factory) error {
 	if o.namespace, _, err = f.Namespace(); err != nil {
 		return err
 	}
+	o.PrintFlags.WithTypeSetter(f.Scheme())
 	o.client, err = f.Client()
 	return err
 }

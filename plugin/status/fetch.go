@@ -2,6 +2,7 @@ package status
 
 import (
 	"context"
+	"sync"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -9,42 +10,41 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
+	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/list"
 )
 
-// Fetch reads the TrainJob and everything Summarize needs. The JobSet and the Jobs are optional: a user
+// Fetch reads the TrainJob and everything Summarize needs, in four requests made at once: the TrainJob, the
+// Jobs and the pods of its JobSet, and the namespace's Events. The Jobs and Events are optional: a user
 // without the right to read them, or a TrainJob whose controller has not built them yet, still gets a
-// summary (stage times then come from the pods).
+// summary (stage times then come from the pods). The JobSet itself is not read: the TrainJob holds its
+// counts (jobsStatus), and its Jobs and pods show that it exists.
 func Fetch(ctx context.Context, c client.Reader, namespace, name string) (Objects, error) {
-	tj, err := list.GetTrainJob(ctx, c, namespace, name)
-	if err != nil {
-		return Objects{}, err
+	var (
+		tj                             *trainer.TrainJob
+		jobs                           batchv1.JobList
+		pods                           corev1.PodList
+		events                         corev1.EventList
+		tjErr, jobsErr, podsErr, evErr error
+		wg                             sync.WaitGroup
+	)
+	children := []client.ListOption{client.InNamespace(namespace), client.MatchingLabels{jobsetv1alpha2.JobSetNameKey: name}}
+	wg.Go(func() { tj, tjErr = list.GetTrainJob(ctx, c, namespace, name) })
+	wg.Go(func() { jobsErr = c.List(ctx, &jobs, children...) })
+	wg.Go(func() { podsErr = c.List(ctx, &pods, children...) })
+	wg.Go(func() { evErr = c.List(ctx, &events, client.InNamespace(namespace)) })
+	wg.Wait()
+	// The TrainJob's own error says best what is wrong: not found, or no right to read it.
+	if tjErr != nil {
+		return Objects{}, tjErr
 	}
-	in := Objects{TrainJob: tj}
-	js := &jobsetv1alpha2.JobSet{}
-	switch err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, js); {
-	case err == nil:
-		in.JobSet = js
-	case !optional(err):
-		return in, err
+	in := Objects{TrainJob: tj, Jobs: jobs.Items, Pods: pods.Items, Events: events.Items}
+	for _, err := range []error{jobsErr, evErr} {
+		if err != nil && !optional(err) {
+			return in, err
+		}
 	}
-	children := client.MatchingLabels{jobsetv1alpha2.JobSetNameKey: name}
-	jobs := &batchv1.JobList{}
-	if err := c.List(ctx, jobs, client.InNamespace(namespace), children); err != nil && !optional(err) {
-		return in, err
-	}
-	in.Jobs = jobs.Items
-	pods := &corev1.PodList{}
-	if err := c.List(ctx, pods, client.InNamespace(namespace), children); err != nil {
-		return in, err
-	}
-	in.Pods = pods.Items
-	events := &corev1.EventList{}
-	if err := c.List(ctx, events, client.InNamespace(namespace)); err != nil && !optional(err) {
-		return in, err
-	}
-	in.Events = events.Items
-	return in, nil
+	return in, podsErr
 }
 
 // optional tells whether a read may fail without failing the summary.

@@ -134,10 +134,9 @@ type Warning struct {
 // Objects are what a Summary is built from.
 type Objects struct {
 	TrainJob *trainer.TrainJob
-	// JobSet is nil when it does not exist (yet) or cannot be read.
-	JobSet *jobsetv1alpha2.JobSet
-	Jobs   []batchv1.Job
-	Pods   []corev1.Pod
+	// Jobs and Pods are those of the TrainJob's JobSet.
+	Jobs []batchv1.Job
+	Pods []corev1.Pod
 	// Events of the namespace; Summarize keeps those of the TrainJob and its children.
 	Events []corev1.Event
 }
@@ -612,7 +611,7 @@ func reason(s *Summary, in Objects) string {
 		return "the trainer's Jobs ended, waiting for the controller to mark the TrainJob Complete or Failed"
 	}
 	// Pending.
-	if in.JobSet == nil {
+	if !jobSetSeen(in) {
 		for _, w := range s.Warnings {
 			if w.Object == trainer.TrainJobKind+"/"+tj.Name {
 				return joinReason(w.Reason, w.Message)
@@ -624,6 +623,13 @@ func reason(s *Summary, in Objects) string {
 		return "waiting for the pods of JobSet " + tj.Name
 	}
 	return "waiting for pods to start"
+}
+
+// jobSetSeen tells whether the TrainJob's JobSet is known to exist, without reading it: the TrainJob holds
+// its counts, our operator said it created it, or it has Jobs or pods.
+func jobSetSeen(in Objects) bool {
+	return len(in.TrainJob.Status.JobsStatus) > 0 || len(in.Jobs) > 0 || len(in.Pods) > 0 ||
+		meta.IsStatusConditionTrue(in.TrainJob.Status.Conditions, trainer.TrainJobComponentsCreated)
 }
 
 func joinReason(reason, message string) string {

@@ -212,7 +212,6 @@ func TestReason(t *testing.T) {
 	// active: the replicated job's Job exists, its pods are not all ready; running: they are.
 	active := func(tj *trainer.TrainJob, rj string) *trainer.TrainJob { return withJobs(tj, counts(rj, 0, 1, 0)) }
 	running := func(tj *trainer.TrainJob, rj string) *trainer.TrainJob { return withJobs(tj, counts(rj, 1, 1, 0)) }
-	jobSet := &jobsetv1alpha2.JobSet{}
 	cases := []struct {
 		name string
 		in   Objects
@@ -230,25 +229,29 @@ func TestReason(t *testing.T) {
 		in:   Objects{TrainJob: trainJob(cond(trainer.TrainJobComponentsCreated, "JobsBuildFailed", metav1.ConditionFalse, time.Second))},
 		want: "Pending: JobsBuildFailed: JobsBuildFailed message",
 	}, {
+		name: "our operator created the JobSet, no Job yet",
+		in:   Objects{TrainJob: trainJob(cond(trainer.TrainJobComponentsCreated, "JobsCreated", metav1.ConditionTrue, time.Second))},
+		want: "Pending: waiting for the pods of JobSet tj",
+	}, {
 		name: "pods not scheduled: how many, and the scheduler's message",
-		in: Objects{TrainJob: active(trainJob(), "node"), JobSet: jobSet, Pods: []corev1.Pod{
+		in: Objects{TrainJob: active(trainJob(), "node"), Pods: []corev1.Pod{
 			pod("p0", "node", unschedulable), pod("p1", "node", unschedulable), pod("p2", "node", nil)}},
 		want: "Pending: 2 pods unschedulable: 0/4 nodes are available: 4 Insufficient nvidia.com/gpu.",
 	}, {
 		name: "an image that cannot be pulled",
-		in: Objects{TrainJob: active(trainJob(), "dataset-initializer"), JobSet: jobSet, Pods: []corev1.Pod{pod("p0", "dataset-initializer", func(p *corev1.Pod) {
+		in: Objects{TrainJob: active(trainJob(), "dataset-initializer"), Pods: []corev1.Pod{pod("p0", "dataset-initializer", func(p *corev1.Pod) {
 			p.Status.ContainerStatuses = []corev1.ContainerStatus{{State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: "no such image"}}}}
 		})}},
 		want: "Pending: pod p0: ImagePullBackOff: no such image",
 	}, {
 		name: "initializers running",
-		in: Objects{TrainJob: running(trainJob(), "dataset-initializer"), JobSet: jobSet, Pods: []corev1.Pod{pod("p0", "dataset-initializer", func(p *corev1.Pod) {
+		in: Objects{TrainJob: running(trainJob(), "dataset-initializer"), Pods: []corev1.Pod{pod("p0", "dataset-initializer", func(p *corev1.Pod) {
 			p.Status.Phase = corev1.PodRunning
 		})}},
 		want: "Initializing: running dataset-initializer (1/1 pods running)",
 	}, {
 		name: "between the initializers and the trainer",
-		in:   Objects{TrainJob: withJobs(trainJob(), counts("dataset-initializer", 0, 0, 1)), JobSet: jobSet},
+		in:   Objects{TrainJob: withJobs(trainJob(), counts("dataset-initializer", 0, 0, 1))},
 		want: "Initializing: initializers done, waiting for the trainer's Jobs",
 	}, {
 		name: "suspended by spec before the controller reacts",

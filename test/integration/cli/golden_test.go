@@ -75,6 +75,12 @@ func Run(t *testing.T, stdin string, adders []plugin.CommandAdder, args ...strin
 	return Start(t, stdin, adders, args...).Wait(t)
 }
 
+// RunWith is Run with the factory f.
+func RunWith(t *testing.T, f *cmdutil.Factory, adders []plugin.CommandAdder, args ...string) Result {
+	t.Helper()
+	return StartWith(t, f, "", adders, args...).Wait(t)
+}
+
 // String is the result as a golden file holds it.
 func (r Result) String() string {
 	return fmt.Sprintf("exit code: %d\n--- stdout\n%s--- stderr\n%s", r.Code, r.Stdout, r.Stderr)
@@ -162,9 +168,15 @@ type Started struct {
 // Start starts `kubectl trainjob ARGS…` in-process with the given commands; Wait returns its Result.
 func Start(t *testing.T, stdin string, adders []plugin.CommandAdder, args ...string) *Started {
 	t.Helper()
+	return StartWith(t, cmdutil.NewFactory(), stdin, adders, args...)
+}
+
+// StartWith is Start with the factory f, as main makes it or with a hook on its REST config.
+func StartWith(t *testing.T, f *cmdutil.Factory, stdin string, adders []plugin.CommandAdder, args ...string) *Started {
+	t.Helper()
 	s := &Started{args: args, out: &syncBuffer{}, errOut: &syncBuffer{}, done: make(chan Result, 1)}
 	streams := cmdutil.Streams{In: strings.NewReader(stdin), Out: s.out, ErrOut: s.errOut}
-	root := plugin.NewRootCommand(cmdutil.NewFactory(), streams, adders...)
+	root := plugin.NewRootCommand(f, streams, adders...)
 	root.SetArgs(args)
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	go func() {

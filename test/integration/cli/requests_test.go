@@ -1,0 +1,181 @@
+package cli
+
+import (
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
+)
+
+// requestLog records the API requests a command makes, through a round-tripper on its REST config: the
+// method, the path and the query, with continue tokens as <continue>.
+type requestLog struct {
+	mu       sync.Mutex
+	requests []string
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// factory is a factory as main makes it, whose clients' requests go through l.
+func (l *requestLog) factory() *cmdutil.Factory {
+	f := cmdutil.NewFactory()
+	f.ConfigFlags.WrapConfigFn = func(cfg *rest.Config) *rest.Config {
+		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+			return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+				l.add(r)
+				return rt.RoundTrip(r)
+			})
+		})
+		return cfg
+	}
+	return f
+}
+
+func (l *requestLog) add(r *http.Request) {
+	q := r.URL.Query()
+	if q.Has("continue") {
+		q.Set("continue", "<continue>")
+	}
+	line := r.Method + " " + r.URL.Path
+	if len(q) > 0 {
+		line += "?" + strings.ReplaceAll(q.Encode(), url.QueryEscape("<continue>"), "<continue>")
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.requests = append(l.requests, line)
+}
+
+func (l *requestLog) take() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r := l.requests
+	l.requests = nil
+	return r
+}
+
+// TestRequests counts the API requests of the commands issue 8 measures: `status` makes at most four (the
+// TrainJob, its Jobs, its pods, the namespace's Events, read at once), `list` one LIST per page and one GET per
+// runtime it needs, and neither reads discovery.
+func TestRequests(t *testing.T) {
+	c := apiCluster(t)
+	log := &requestLog{}
+
+	t.Run("status", func(t *testing.T) {
+		f := fixtureOn(t, c)
+		tj := trainingTrainJob(f, "llama")
+		res := RunWith(t, log.factory(), []plugin.CommandAdder{statusCmd(tj.CreationTimestamp.Add(10*time.Minute), false)}, withArgs(kubeArgs(c, f.ns), "status", "llama")...)
+		got := log.take()
+		if res.Code != 0 {
+			t.Fatal(res)
+		}
+		children := "labelSelector=" + url.QueryEscape(jobsetv1alpha2.JobSetNameKey+"=llama")
+		want := []string{
+			"GET /apis/trainer.kubeflow.org/v1alpha1/namespaces/" + f.ns + "/trainjobs/llama",
+			"GET /apis/batch/v1/namespaces/" + f.ns + "/jobs?" + children,
+			"GET /api/v1/namespaces/" + f.ns + "/pods?" + children,
+			"GET /api/v1/namespaces/" + f.ns + "/events",
+		}
+		if len(got) > 4 {
+			t.Errorf("status made %d API requests, want at most 4:\n%s", len(got), strings.Join(got, "\n"))
+		}
+		// They are made at once: their order is not the code's.
+		if diff := cmp.Diff(want, got, cmpSorted); diff != "" {
+			t.Errorf("status requests (-want +got):\n%s", diff)
+		}
+	})
+
+	t.Run("list", func(t *testing.T) {
+		f := fixtureOn(t, c)
+		listFixture(t, f) // 6 TrainJobs here, 2 of them without nodes: one of runtime torch-small, one of gone
+		trainJobs := "GET /apis/trainer.kubeflow.org/v1alpha1/namespaces/" + f.ns + "/trainjobs"
+		runtimes := []string{
+			"GET /apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes/torch-small",
+			"GET /apis/trainer.kubeflow.org/v1alpha1/namespaces/" + f.ns + "/trainingruntimes/gone",
+		}
+		for _, tc := range []struct {
+			name string
+			args []string
+			want []string
+		}{
+			{"one page of the default 500", []string{"list"}, append([]string{trainJobs + "?limit=500"}, runtimes...)},
+			{"pages of 2", []string{"list", "--chunk-size", "2"}, append([]string{
+				trainJobs + "?limit=2", trainJobs + "?continue=<continue>&limit=2", trainJobs + "?continue=<continue>&limit=2"}, runtimes...)},
+			{"no paging", []string{"list", "--chunk-size", "0"}, append([]string{trainJobs}, runtimes...)},
+			{"names need no runtime", []string{"list", "-o", "name"}, []string{trainJobs + "?limit=500"}},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				res := RunWith(t, log.factory(), []plugin.CommandAdder{listCmd(time.Now())}, withArgs(kubeArgs(c, f.ns), tc.args...)...)
+				got := log.take()
+				if res.Code != 0 {
+					t.Fatal(res)
+				}
+				if diff := cmp.Diff(tc.want, got); diff != "" {
+					t.Errorf("list requests (-want +got):\n%s", diff)
+				}
+			})
+		}
+	})
+
+	// Every kind the commands read is mapped to its resource without discovery, and the mapping is the
+	// API server's: the request finds the resource.
+	t.Run("no discovery", func(t *testing.T) {
+		f := fixtureOn(t, c)
+		factory := log.factory()
+		factory.ConfigFlags.KubeConfig = &c.KubeconfigPath
+		cl, err := factory.Client()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range []client.ObjectList{&trainer.TrainJobList{}, &trainer.TrainingRuntimeList{}, &trainer.ClusterTrainingRuntimeList{},
+			&jobsetv1alpha2.JobSetList{}, &batchv1.JobList{}, &corev1.PodList{}, &corev1.EventList{}, &corev1.ConfigMapList{},
+			&corev1.NodeList{}, &corev1.NamespaceList{}} {
+			if err := cl.List(t.Context(), l, client.InNamespace(f.ns)); err != nil {
+				t.Errorf("list %T: %v", l, err)
+			}
+		}
+		got := log.take()
+		for _, r := range got {
+			if isDiscovery(strings.Fields(r)[1]) {
+				t.Errorf("a discovery request: %s", r)
+			}
+		}
+		if len(got) != 10 {
+			t.Errorf("%d requests for 10 lists:\n%s", len(got), strings.Join(got, "\n"))
+		}
+	})
+}
+
+// isDiscovery tells whether path is one of discovery's: /api, /api/v1, /apis, /apis/GROUP, /apis/GROUP/VERSION.
+func isDiscovery(path string) bool {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	switch parts[0] {
+	case "api":
+		return len(parts) <= 2
+	case "apis":
+		return len(parts) <= 3
+	}
+	return false
+}
+
+// cmpSorted compares string slices as sets.
+var cmpSorted = cmp.Transformer("sorted", func(in []string) []string {
+	out := append([]string(nil), in...)
+	slices.Sort(out)
+	return out
+})
