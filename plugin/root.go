@@ -4,11 +4,13 @@
 package plugin
 
 import (
+	"flag"
 	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
 	_ "k8s.io/client-go/plugin/pkg/client/auth" // auth plugins of kubeconfigs (exec, oidc, …)
+	"k8s.io/klog/v2"
 
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
 )
@@ -44,6 +46,11 @@ Kubeflow Trainer's own controller and against its operator
 	root.SetOut(streams.Out)
 	root.SetErr(streams.ErrOut)
 	f.ConfigFlags.AddFlags(root.PersistentFlags())
+	// -v as kubectl has it: -v=6 logs every API request with its status and time, -v=8 with the bodies.
+	logFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(logFlags)
+	root.PersistentFlags().AddGoFlag(logFlags.Lookup("v"))
+	root.PersistentFlags().Lookup("v").Usage = "Log level: 6 logs every API request, 8 also the bodies (kubectl's -v)"
 	root.PersistentFlags().StringVar(&f.Color, "color", "auto", "Colour output: auto (on a terminal, unless NO_COLOR is set), always or never")
 	_ = root.RegisterFlagCompletionFunc("color", cobra.FixedCompletions([]string{"auto", "always", "never"}, cobra.ShellCompDirectiveNoFileComp))
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {

@@ -195,17 +195,16 @@ func (o *ListOptions) Validate() error {
 
 // Run lists, prints, and with -w watches.
 func (o *ListOptions) Run(ctx context.Context) error {
-	items, resourceVersion, err := o.list(ctx)
+	nodes := newRuntimeDefaults(o.Client)
+	items, resourceVersion, err := o.list(ctx, nodes)
 	if err != nil {
 		return err
 	}
-	items = slices.DeleteFunc(items, func(tj trainer.TrainJob) bool { return !o.keep(&tj) })
 	w := cliprinters.GetNewTabWriter(o.Streams.Out)
 	var table cliprinters.ResourcePrinter
 	if o.printer == nil {
 		table = cliprinters.NewTablePrinter(cliprinters.PrintOptions{NoHeaders: o.NoHeaders, Wide: o.wide, WithNamespace: o.AllNamespaces})
 	}
-	nodes := &runtimeDefaults{c: o.Client, cache: map[string]defaults{}}
 	if len(items) == 0 {
 		o.noneFound()
 	} else if err := o.print(ctx, w, table, nodes, items, true); err != nil {
@@ -249,8 +248,9 @@ func (o *ListOptions) listOptions() []client.ListOption {
 	return opts
 }
 
-// list reads every page and returns the items and the list's resourceVersion (where a watch starts).
-func (o *ListOptions) list(ctx context.Context) ([]trainer.TrainJob, string, error) {
+// list reads every page and returns the items of the stages asked for and the list's resourceVersion (where a
+// watch starts). The table's runtimes are read while the next page is.
+func (o *ListOptions) list(ctx context.Context, nodes *runtimeDefaults) ([]trainer.TrainJob, string, error) {
 	var items []trainer.TrainJob
 	cont := ""
 	for {
@@ -262,7 +262,11 @@ func (o *ListOptions) list(ctx context.Context) ([]trainer.TrainJob, string, err
 		if err := o.Client.List(ctx, l, opts...); err != nil {
 			return nil, "", o.describeListError(err)
 		}
-		items = append(items, l.Items...)
+		page := slices.DeleteFunc(l.Items, func(tj trainer.TrainJob) bool { return !o.keep(&tj) })
+		if o.printer == nil {
+			nodes.prefetch(ctx, page)
+		}
+		items = append(items, page...)
 		if cont = l.Continue; cont == "" {
 			return items, l.ResourceVersion, nil
 		}

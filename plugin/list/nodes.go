@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
@@ -19,11 +20,39 @@ type defaults struct {
 	gpusPerNode int64
 }
 
-// runtimeDefaults reads each runtime once per command. A runtime that cannot be read (gone, or no right to
-// read it — users often may read TrainJobs but not ClusterTrainingRuntimes) leaves the columns unknown.
+// runtimeDefaults reads each runtime once per command, in the background from when a page of TrainJobs
+// that need it arrives (prefetch), so that its request overlaps the next page's. A runtime that cannot be
+// read (gone, or no right to read it — users often may read TrainJobs but not ClusterTrainingRuntimes)
+// leaves the columns unknown.
 type runtimeDefaults struct {
 	c     client.Reader
-	cache map[string]defaults
+	mu    sync.Mutex
+	cache map[string]*runtimeLookup
+}
+
+// runtimeLookup is the read of one runtime: d is set when done is closed.
+type runtimeLookup struct {
+	done chan struct{}
+	d    defaults
+}
+
+func newRuntimeDefaults(c client.Reader) *runtimeDefaults {
+	return &runtimeDefaults{c: c, cache: map[string]*runtimeLookup{}}
+}
+
+// prefetch starts reading the runtimes that items need and that are not read yet.
+func (r *runtimeDefaults) prefetch(ctx context.Context, items []trainer.TrainJob) {
+	for i := range items {
+		if needsRuntime(&items[i]) {
+			r.start(ctx, &items[i])
+		}
+	}
+}
+
+// needsRuntime tells whether tj leaves its nodes or its resources per node to its runtime.
+func needsRuntime(tj *trainer.TrainJob) bool {
+	t := tj.Spec.Trainer
+	return t == nil || ptr.Deref(t.NumNodes, 0) == 0 || t.ResourcesPerNode == nil
 }
 
 // of returns the NODES and GPUS cells of tj.
@@ -36,7 +65,7 @@ func (r *runtimeDefaults) of(ctx context.Context, tj *trainer.TrainJob) (string,
 			perNode = GPUs(*t.ResourcesPerNode)
 		}
 	}
-	if nodes == 0 || perNode == 0 {
+	if needsRuntime(tj) {
 		d := r.lookup(ctx, tj)
 		if nodes == 0 {
 			nodes = d.nodes
@@ -58,25 +87,46 @@ func (r *runtimeDefaults) of(ctx context.Context, tj *trainer.TrainJob) (string,
 }
 
 func (r *runtimeDefaults) lookup(ctx context.Context, tj *trainer.TrainJob) defaults {
+	l := r.start(ctx, tj)
+	<-l.done
+	return l.d
+}
+
+// start reads tj's runtime in the background, once.
+func (r *runtimeDefaults) start(ctx context.Context, tj *trainer.TrainJob) *runtimeLookup {
 	ref := tj.Spec.RuntimeRef
 	kind := ptr.Deref(ref.Kind, trainer.ClusterTrainingRuntimeKind)
 	key := kind + "/" + tj.Namespace + "/" + ref.Name
 	if kind == trainer.ClusterTrainingRuntimeKind {
 		key = kind + "/" + ref.Name
 	}
-	if d, ok := r.cache[key]; ok {
-		return d
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if l, ok := r.cache[key]; ok {
+		return l
 	}
+	l := &runtimeLookup{done: make(chan struct{})}
+	r.cache[key] = l
+	namespace := tj.Namespace
+	go func() {
+		defer close(l.done)
+		l.d = r.read(ctx, kind, namespace, ref.Name)
+	}()
+	return l
+}
+
+// read reads the defaults of runtime kind/namespace/name.
+func (r *runtimeDefaults) read(ctx context.Context, kind, namespace, name string) defaults {
 	var spec *trainer.TrainingRuntimeSpec
 	switch kind {
 	case trainer.ClusterTrainingRuntimeKind:
 		rt := &trainer.ClusterTrainingRuntime{}
-		if r.c.Get(ctx, client.ObjectKey{Name: ref.Name}, rt) == nil {
+		if r.c.Get(ctx, client.ObjectKey{Name: name}, rt) == nil {
 			spec = &rt.Spec
 		}
 	case trainer.TrainingRuntimeKind:
 		rt := &trainer.TrainingRuntime{}
-		if r.c.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: ref.Name}, rt) == nil {
+		if r.c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, rt) == nil {
 			spec = &rt.Spec
 		}
 	}
@@ -87,7 +137,6 @@ func (r *runtimeDefaults) lookup(ctx context.Context, tj *trainer.TrainJob) defa
 		}
 		d.gpusPerNode = trainerGPUs(spec)
 	}
-	r.cache[key] = d
 	return d
 }
 
