@@ -1,5 +1,6 @@
 // Package podgroup holds what the gang-scheduling plugins (CoScheduling,
-// Volcano) share: the size of a TrainJob's gang and the requeues of
+// Volcano) share: the size of a TrainJob's gang, when a PodGroup is left
+// alone, and the watches: the owned PodGroups, and the requeues of
 // suspended TrainJobs when LimitRanges or RuntimeClasses change.
 package podgroup
 

@@ -8,15 +8,10 @@ import (
 	"context"
 
 	"github.com/go-logr/logr"
-	corev1 "k8s.io/api/core/v1"
-	nodev1 "k8s.io/api/node/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
@@ -74,10 +69,8 @@ func (c *CoScheduling) Build(ctx context.Context, info *pipeline.RuntimeInfo, tr
 	if p == nil {
 		return nil, nil
 	}
-	if !ptr.Deref(trainJob.Spec.Suspend, false) {
-		if exists, err := c.podGroupExists(ctx, trainJob); err != nil || exists {
-			return nil, err
-		}
+	if fixed, err := podgroup.Fixed(ctx, c.client, trainJob, &schedv1alpha1.PodGroup{}); err != nil || fixed {
+		return nil, err
 	}
 	minMember, minResources := podgroup.GangSize(info)
 	var timeout *int32
@@ -85,12 +78,8 @@ func (c *CoScheduling) Build(ctx context.Context, info *pipeline.RuntimeInfo, tr
 		timeout = ptr.To(*p.ScheduleTimeoutSeconds)
 	}
 	pg := &schedv1alpha1.PodGroup{
-		TypeMeta: metav1.TypeMeta{APIVersion: schedv1alpha1.SchemeGroupVersion.String(), Kind: "PodGroup"},
-		ObjectMeta: metav1.ObjectMeta{
-			Name:            trainJob.Name,
-			Namespace:       trainJob.Namespace,
-			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(trainJob, trainer.GroupVersion.WithKind(trainer.TrainJobKind))},
-		},
+		TypeMeta:   metav1.TypeMeta{APIVersion: schedv1alpha1.SchemeGroupVersion.String(), Kind: "PodGroup"},
+		ObjectMeta: pipeline.OwnedObjectMeta(trainJob, ""),
 		Spec: schedv1alpha1.PodGroupSpec{
 			MinMember:              minMember,
 			MinResources:           minResources,
@@ -100,38 +89,9 @@ func (c *CoScheduling) Build(ctx context.Context, info *pipeline.RuntimeInfo, tr
 	return []client.Object{pg}, nil
 }
 
-func (c *CoScheduling) podGroupExists(ctx context.Context, trainJob *trainer.TrainJob) (bool, error) {
-	if c.client == nil {
-		return false, nil
-	}
-	var pg schedv1alpha1.PodGroup
-	if err := c.client.Get(ctx, client.ObjectKeyFromObject(trainJob), &pg); err != nil {
-		return false, client.IgnoreNotFound(err)
-	}
-	return true, nil
-}
-
 // ReconcilerBuilders watch the PodGroups the TrainJobs own, and LimitRanges
 // and RuntimeClasses, which change what a suspended TrainJob's pods request.
 // Without the PodGroup CRD there is nothing to watch.
 func (c *CoScheduling) ReconcilerBuilders() []pipeline.ReconcilerBuilder {
-	if c.client == nil {
-		return nil
-	}
-	gvk := schedv1alpha1.SchemeGroupVersion.WithKind("PodGroup")
-	if _, err := c.client.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
-		c.logger.Error(err, "PodGroup CRDs must be installed in advance")
-		return nil
-	}
-	return []pipeline.ReconcilerBuilder{
-		func(b *builder.Builder, _ client.Client, _ cache.Cache) *builder.Builder {
-			return b.Owns(&schedv1alpha1.PodGroup{})
-		},
-		func(b *builder.Builder, cl client.Client, _ cache.Cache) *builder.Builder {
-			return b.Watches(&corev1.LimitRange{}, handler.EnqueueRequestsFromMapFunc(podgroup.SuspendedTrainJobsInNamespace(cl)))
-		},
-		func(b *builder.Builder, cl client.Client, _ cache.Cache) *builder.Builder {
-			return b.Watches(&nodev1.RuntimeClass{}, handler.EnqueueRequestsFromMapFunc(podgroup.SuspendedTrainJobsUsingRuntimeClass(cl)))
-		},
-	}
+	return podgroup.ReconcilerBuilders(c.client, c.logger, schedv1alpha1.SchemeGroupVersion.WithKind("PodGroup"), &schedv1alpha1.PodGroup{})
 }

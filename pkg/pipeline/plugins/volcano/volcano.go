@@ -9,18 +9,12 @@ import (
 	"fmt"
 
 	"github.com/go-logr/logr"
-	corev1 "k8s.io/api/core/v1"
-	nodev1 "k8s.io/api/node/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	volcanov1beta1 "volcano.sh/apis/pkg/apis/scheduling/v1beta1"
 
@@ -130,19 +124,13 @@ func (v *Volcano) Build(ctx context.Context, info *pipeline.RuntimeInfo, trainJo
 	if p == nil {
 		return nil, nil
 	}
-	if !ptr.Deref(trainJob.Spec.Suspend, false) {
-		if exists, err := v.podGroupExists(ctx, trainJob); err != nil || exists {
-			return nil, err
-		}
+	if fixed, err := podgroup.Fixed(ctx, v.client, trainJob, &volcanov1beta1.PodGroup{}); err != nil || fixed {
+		return nil, err
 	}
 	minMember, minResources := podgroup.GangSize(info)
 	pg := &volcanov1beta1.PodGroup{
-		TypeMeta: metav1.TypeMeta{APIVersion: volcanov1beta1.SchemeGroupVersion.String(), Kind: "PodGroup"},
-		ObjectMeta: metav1.ObjectMeta{
-			Name:            trainJob.Name,
-			Namespace:       trainJob.Namespace,
-			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(trainJob, trainer.GroupVersion.WithKind(trainer.TrainJobKind))},
-		},
+		TypeMeta:   metav1.TypeMeta{APIVersion: volcanov1beta1.SchemeGroupVersion.String(), Kind: "PodGroup"},
+		ObjectMeta: pipeline.OwnedObjectMeta(trainJob, ""),
 		Spec: volcanov1beta1.PodGroupSpec{
 			MinMember:       minMember,
 			MinResources:    &minResources,
@@ -158,38 +146,9 @@ func (v *Volcano) Build(ctx context.Context, info *pipeline.RuntimeInfo, trainJo
 	return []client.Object{pg}, nil
 }
 
-func (v *Volcano) podGroupExists(ctx context.Context, trainJob *trainer.TrainJob) (bool, error) {
-	if v.client == nil {
-		return false, nil
-	}
-	var pg volcanov1beta1.PodGroup
-	if err := v.client.Get(ctx, client.ObjectKeyFromObject(trainJob), &pg); err != nil {
-		return false, client.IgnoreNotFound(err)
-	}
-	return true, nil
-}
-
 // ReconcilerBuilders watch the PodGroups the TrainJobs own, and LimitRanges
 // and RuntimeClasses, which change what a suspended TrainJob's pods request.
 // Without the PodGroup CRD there is nothing to watch.
 func (v *Volcano) ReconcilerBuilders() []pipeline.ReconcilerBuilder {
-	if v.client == nil {
-		return nil
-	}
-	gvk := volcanov1beta1.SchemeGroupVersion.WithKind("PodGroup")
-	if _, err := v.client.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
-		v.logger.Error(err, "PodGroup CRDs must be installed in advance")
-		return nil
-	}
-	return []pipeline.ReconcilerBuilder{
-		func(b *builder.Builder, _ client.Client, _ cache.Cache) *builder.Builder {
-			return b.Owns(&volcanov1beta1.PodGroup{})
-		},
-		func(b *builder.Builder, cl client.Client, _ cache.Cache) *builder.Builder {
-			return b.Watches(&corev1.LimitRange{}, handler.EnqueueRequestsFromMapFunc(podgroup.SuspendedTrainJobsInNamespace(cl)))
-		},
-		func(b *builder.Builder, cl client.Client, _ cache.Cache) *builder.Builder {
-			return b.Watches(&nodev1.RuntimeClass{}, handler.EnqueueRequestsFromMapFunc(podgroup.SuspendedTrainJobsUsingRuntimeClass(cl)))
-		},
-	}
+	return podgroup.ReconcilerBuilders(v.client, v.logger, volcanov1beta1.SchemeGroupVersion.WithKind("PodGroup"), &volcanov1beta1.PodGroup{})
 }

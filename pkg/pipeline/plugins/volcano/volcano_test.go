@@ -7,63 +7,24 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	schedulingv1 "k8s.io/api/scheduling/v1"
-	"k8s.io/apimachinery/pkg/api/meta/testrestmapper"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	volcanov1beta1 "volcano.sh/apis/pkg/apis/scheduling/v1beta1"
 
-	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline/pipelinetest"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline/podgroup/podgrouptest"
 )
 
-func testScheme(t testing.TB, withPodGroup bool) *runtime.Scheme {
-	t.Helper()
-	s := runtime.NewScheme()
-	adds := []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, trainer.AddToScheme}
-	if withPodGroup {
-		adds = append(adds, volcanov1beta1.AddToScheme)
-	}
-	for _, add := range adds {
-		if err := add(s); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return s
-}
-
 // cluster is what a test case finds in the API server.
-type cluster struct {
-	offline bool
-	objs    []client.Object
-	// getErr fails every Get.
-	getErr error
-}
+type cluster podgrouptest.Cluster
+
+var gang = podgrouptest.Gang{New: New, AddToScheme: volcanov1beta1.AddToScheme, APIVersion: volcanov1beta1.SchemeGroupVersion.String()}
 
 func (c cluster) plugin(t testing.TB) *Volcano {
 	t.Helper()
-	h := pipeline.Handle{Offline: c.offline}
-	if !c.offline {
-		b := fake.NewClientBuilder().WithScheme(testScheme(t, true)).WithObjects(c.objs...)
-		if c.getErr != nil {
-			b = b.WithInterceptorFuncs(interceptor.Funcs{
-				Get: func(context.Context, client.WithWatch, client.ObjectKey, client.Object, ...client.GetOption) error {
-					return c.getErr
-				},
-			})
-		}
-		h.Client = b.Build()
-	}
-	p, err := New(context.Background(), h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p.(*Volcano)
+	return gang.Plugin(t, podgrouptest.Cluster(c)).(*Volcano)
 }
 
 // gangRuntime has two initializers and 100 nodes, every pod requesting 1
@@ -138,7 +99,7 @@ func TestEnforcePodGroupPolicy(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			tj := pipelinetest.TrainJob(t, `{metadata: {name: alpha}, spec: {runtimeRef: {name: gang}}}`)
 			info := pipelinetest.Info(t, tj, pipelinetest.Runtime(t, tc.runtime))
-			if err := (cluster{offline: true}).plugin(t).EnforcePodGroupPolicy(info, tj); err != nil {
+			if err := gang.Plugin(t, podgrouptest.Cluster{Offline: true}).(*Volcano).EnforcePodGroupPolicy(info, tj); err != nil {
 				t.Fatal(err)
 			}
 			if diff := cmp.Diff(tc.want, info.Scheduler.PodAnnotations); diff != "" {
@@ -149,42 +110,16 @@ func TestEnforcePodGroupPolicy(t *testing.T) {
 }
 
 func TestBuild(t *testing.T) {
-	const (
-		runningTrainJob   = `{metadata: {name: alpha}, spec: {runtimeRef: {name: gang}}}`
-		suspendedTrainJob = `{metadata: {name: alpha}, spec: {runtimeRef: {name: gang}, suspend: true}}`
-		gangPodGroup      = `
-apiVersion: scheduling.volcano.sh/v1beta1
-kind: PodGroup
-metadata:
-  name: alpha
-  namespace: default
-  ownerReferences:
-  - {apiVersion: trainer.kubeflow.org/v1alpha1, kind: TrainJob, name: alpha, uid: uid-0001, controller: true, blockOwnerDeletion: true}
-spec:
-  minMember: 102
-  minResources: {cpu: "102", memory: 408Gi}
-  queue: research
-  priorityClassName: high
-  networkTopology: {mode: hard, highestTierAllowed: 2}
-`
-	)
-	existing := &volcanov1beta1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: "alpha", Namespace: "default"}}
-
-	cases := map[string]struct {
-		runtime  string
-		trainJob string
-		cluster  cluster
-		want     string // the PodGroup as YAML; "" for none
-		wantErr  bool
-	}{
+	const gangPodGroup = `{minMember: 102, minResources: {cpu: "102", memory: 408Gi}, queue: research, priorityClassName: high, networkTopology: {mode: hard, highestTierAllowed: 2}}`
+	podgrouptest.CheckBuild[volcanov1beta1.PodGroup](t, gang, gangRuntime, plainRuntime, gangPodGroup, map[string]podgrouptest.BuildCase{
 		"PodGroup gangs every pod in the runtime's queue, at the last priority class, within the policy's topology": {
-			runtime:  gangRuntime,
-			trainJob: runningTrainJob,
-			want:     gangPodGroup,
+			Runtime:  gangRuntime,
+			TrainJob: podgrouptest.RunningTrainJob,
+			Want:     gangPodGroup,
 		},
 		"queue named by a runtimePatch wins over the runtime's": {
-			runtime: gangRuntime,
-			trainJob: `
+			Runtime: gangRuntime,
+			TrainJob: `
 metadata: {name: alpha}
 spec:
   runtimeRef: {name: gang}
@@ -194,78 +129,15 @@ spec:
       template:
         metadata:
           annotations: {scheduling.volcano.sh/queue-name: urgent}`,
-			cluster: cluster{offline: true},
-			want: `
-apiVersion: scheduling.volcano.sh/v1beta1
-kind: PodGroup
-metadata:
-  name: alpha
-  namespace: default
-  ownerReferences:
-  - {apiVersion: trainer.kubeflow.org/v1alpha1, kind: TrainJob, name: alpha, uid: uid-0001, controller: true, blockOwnerDeletion: true}
-spec:
-  minMember: 102
-  minResources: {cpu: "102", memory: 408Gi}
-  queue: urgent
-  priorityClassName: high
-  networkTopology: {mode: hard, highestTierAllowed: 2}
-`,
+			Cluster: podgrouptest.Cluster{Offline: true},
+			Want:    `{minMember: 102, minResources: {cpu: "102", memory: 408Gi}, queue: urgent, priorityClassName: high, networkTopology: {mode: hard, highestTierAllowed: 2}}`,
 		},
 		"runtime without queue, priority or topology": {
-			runtime:  queuelessRuntime,
-			trainJob: runningTrainJob,
-			want: `
-apiVersion: scheduling.volcano.sh/v1beta1
-kind: PodGroup
-metadata:
-  name: alpha
-  namespace: default
-  ownerReferences:
-  - {apiVersion: trainer.kubeflow.org/v1alpha1, kind: TrainJob, name: alpha, uid: uid-0001, controller: true, blockOwnerDeletion: true}
-spec:
-  minMember: 1
-  minResources: {cpu: "2"}
-`,
+			Runtime:  queuelessRuntime,
+			TrainJob: podgrouptest.RunningTrainJob,
+			Want:     `{minMember: 1, minResources: {cpu: "2"}}`,
 		},
-		"runtime without volcano policy builds nothing": {
-			runtime:  plainRuntime,
-			trainJob: runningTrainJob,
-		},
-		"existing PodGroup of a running TrainJob is left alone": {
-			runtime:  gangRuntime,
-			trainJob: runningTrainJob,
-			cluster:  cluster{objs: []client.Object{existing}},
-		},
-		"existing PodGroup of a suspended TrainJob is rebuilt": {
-			runtime:  gangRuntime,
-			trainJob: suspendedTrainJob,
-			cluster:  cluster{objs: []client.Object{existing}},
-			want:     gangPodGroup,
-		},
-		"PodGroup that cannot be read is an error": {
-			runtime:  gangRuntime,
-			trainJob: runningTrainJob,
-			cluster:  cluster{getErr: errors.New("connection refused")},
-			wantErr:  true,
-		},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			tj := pipelinetest.TrainJob(t, tc.trainJob)
-			info := pipelinetest.Info(t, tj, pipelinetest.Runtime(t, tc.runtime))
-			got, err := tc.cluster.plugin(t).Build(context.Background(), info, tj)
-			if (err != nil) != tc.wantErr {
-				t.Fatalf("Build error = %v, want error %v", err, tc.wantErr)
-			}
-			var want []client.Object
-			if tc.want != "" {
-				want = []client.Object{pipelinetest.Decode[volcanov1beta1.PodGroup](t, tc.want)}
-			}
-			if diff := cmp.Diff(want, got); diff != "" {
-				t.Errorf("Build (-want +got):\n%s", diff)
-			}
-		})
-	}
+	})
 }
 
 func TestValidate(t *testing.T) {
@@ -288,7 +160,7 @@ func TestValidate(t *testing.T) {
 	}{
 		"queue and priority classes that exist are accepted": {
 			runtime: gangRuntime,
-			cluster: cluster{objs: []client.Object{high, low}},
+			cluster: cluster{Objs: []client.Object{high, low}},
 		},
 		"empty queue in the runtime is invalid": {
 			runtime: queuelessRuntime,
@@ -309,14 +181,14 @@ spec:
       template:
         metadata:
           annotations: {scheduling.volcano.sh/queue-name: ""}`,
-			cluster: cluster{objs: []client.Object{high, low}},
+			cluster: cluster{Objs: []client.Object{high, low}},
 			want: field.ErrorList{field.Invalid(
 				field.NewPath("spec", "runtimePatches").Index(0).Child("trainingRuntimeSpec", "template", "metadata", "annotations").Key("scheduling.volcano.sh/queue-name"),
 				"", "Volcano queue name must not be empty")},
 		},
 		"priority class that does not exist is invalid, once however many jobs use it": {
 			runtime: gangRuntime,
-			cluster: cluster{objs: []client.Object{low}},
+			cluster: cluster{Objs: []client.Object{low}},
 			edit:    withPriority("low", "high", "high"),
 			want: field.ErrorList{field.Invalid(pcPath, "high",
 				`PriorityClass "high" doesn't exist: priorityclasses.scheduling.k8s.io "high" not found`)},
@@ -327,13 +199,13 @@ spec:
 		},
 		"priority class that cannot be read is an internal error": {
 			runtime: gangRuntime,
-			cluster: cluster{getErr: errors.New("connection refused")},
+			cluster: cluster{GetErr: errors.New("connection refused")},
 			edit:    withPriority("", "", "high"),
 			want:    field.ErrorList{field.InternalError(pcPath, errors.New("connection refused"))},
 		},
 		"offline, priority classes are not checked": {
 			runtime: gangRuntime,
-			cluster: cluster{offline: true},
+			cluster: cluster{Offline: true},
 		},
 		"runtime without volcano policy is not checked": {
 			runtime: plainRuntime,
@@ -364,27 +236,5 @@ spec:
 }
 
 func TestReconcilerBuilders(t *testing.T) {
-	withMapper := func(withPodGroup bool) client.Client {
-		s := testScheme(t, withPodGroup)
-		return fake.NewClientBuilder().WithScheme(s).WithRESTMapper(testrestmapper.TestOnlyStaticRESTMapper(s)).Build()
-	}
-	cases := map[string]struct {
-		handle pipeline.Handle
-		want   int
-	}{
-		"PodGroups, LimitRanges and RuntimeClasses are watched": {handle: pipeline.Handle{Client: withMapper(true)}, want: 3},
-		"without the PodGroup CRD nothing is watched":           {handle: pipeline.Handle{Client: withMapper(false)}},
-		"offline nothing is watched":                            {handle: pipeline.Handle{Offline: true}},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			p, err := New(context.Background(), tc.handle)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := len(p.(*Volcano).ReconcilerBuilders()); got != tc.want {
-				t.Errorf("ReconcilerBuilders() has %d builders, want %d", got, tc.want)
-			}
-		})
-	}
+	gang.CheckReconcilerBuilders(t)
 }

@@ -1,0 +1,57 @@
+package podgroup
+
+import (
+	"context"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+
+	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
+)
+
+// Fixed reports whether the TrainJob runs and its PodGroup exists: the gang
+// of a running job is fixed, so the plugin then builds no PodGroup. A
+// suspended TrainJob's PodGroup is rebuilt; offline (c nil) none exists.
+// podGroup is an empty PodGroup of the plugin's type, read into.
+func Fixed(ctx context.Context, c client.Client, trainJob *trainer.TrainJob, podGroup client.Object) (bool, error) {
+	if c == nil || ptr.Deref(trainJob.Spec.Suspend, false) {
+		return false, nil
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(trainJob), podGroup); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	return true, nil
+}
+
+// ReconcilerBuilders watch the PodGroups (of kind gvk, Go type of podGroup)
+// the TrainJobs own, and LimitRanges and RuntimeClasses, which change what
+// a suspended TrainJob's pods request. Offline (c nil) or without the
+// PodGroup CRD there is nothing to watch.
+func ReconcilerBuilders(c client.Client, log logr.Logger, gvk schema.GroupVersionKind, podGroup client.Object) []pipeline.ReconcilerBuilder {
+	if c == nil {
+		return nil
+	}
+	if _, err := c.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
+		log.Error(err, "PodGroup CRDs must be installed in advance")
+		return nil
+	}
+	return []pipeline.ReconcilerBuilder{
+		func(b *builder.Builder, _ client.Client, _ cache.Cache) *builder.Builder {
+			return b.Owns(podGroup)
+		},
+		func(b *builder.Builder, cl client.Client, _ cache.Cache) *builder.Builder {
+			return b.Watches(&corev1.LimitRange{}, handler.EnqueueRequestsFromMapFunc(SuspendedTrainJobsInNamespace(cl)))
+		},
+		func(b *builder.Builder, cl client.Client, _ cache.Cache) *builder.Builder {
+			return b.Watches(&nodev1.RuntimeClass{}, handler.EnqueueRequestsFromMapFunc(SuspendedTrainJobsUsingRuntimeClass(cl)))
+		},
+	}
+}
