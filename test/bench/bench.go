@@ -1,0 +1,198 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/config"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/scheme"
+	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
+	"github.com/kubectl-trainjob/kubectl-trainjob/test/stack"
+)
+
+// bench is one run of the benchmark: a local cluster with the product on it.
+type bench struct {
+	k       Knobs
+	out     string // absolute: the summary, logs and profiles
+	w       io.Writer
+	cluster *cluster.Cluster
+	stack   *stack.Stack
+	binary  string
+	// admin sets up and cleans up, fast; driver makes the measured creates with the operator's QPS and burst.
+	admin, driver client.Client
+	meta          metadata.Interface
+	qps           float32
+	burst         int
+	audit         *auditLog
+	pprofAddr     string
+	summary       *Summary
+}
+
+// adminQPS is the client rate of the benchmark's set-up and clean-up, which are not measured.
+const adminQPS = 1000
+
+// run brings the product up on a fresh local cluster, measures, and tears everything down.
+func run(ctx context.Context, k Knobs, w io.Writer) (sum *Summary, err error) {
+	out, err := filepath.Abs(k.Out)
+	if err != nil {
+		return nil, err
+	}
+	logDir := filepath.Join(out, "logs")
+	if err := os.RemoveAll(logDir); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return nil, err
+	}
+	// The benchmark's clients log nothing worth reading (a watch it stops is not an error).
+	log.SetLogger(logr.Discard())
+	klog.SetLogger(logr.Discard())
+	b := &bench{k: k, out: out, w: w, summary: newSummary(k)}
+	begin := time.Now()
+	b.logf("building the operator (kubectl-trainjob)")
+	if b.binary, err = stack.Binary(ctx, out); err != nil {
+		return nil, err
+	}
+	policy := filepath.Join(out, "audit-policy.yaml")
+	if err := os.WriteFile(policy, []byte(auditPolicy), 0o644); err != nil {
+		return nil, err
+	}
+	b.audit = &auditLog{path: filepath.Join(logDir, "audit.log")}
+	b.logf("starting the local cluster: api profile, JobSet controller and webhooks, audit log %s", b.audit.path)
+	b.cluster, err = cluster.Start(ctx, cluster.Options{Profile: cluster.ProfileAPI, JobSet: true, LogDir: logDir,
+		APIServerFlags: map[string]string{
+			"audit-policy-file": policy,
+			"audit-log-path":    b.audit.path,
+			"audit-log-format":  "json",
+			"audit-log-mode":    "blocking",
+		}})
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if b.stack != nil {
+			err = errors.Join(err, b.stack.Down())
+		}
+		err = errors.Join(err, b.cluster.Stop())
+		if err != nil {
+			err = fmt.Errorf("%w\n(logs in %s)", err, logDir)
+		}
+	}()
+	if b.pprofAddr, err = freeAddr(); err != nil {
+		return nil, err
+	}
+	b.logf("starting the operator as its Deployment says, with --pprof-bind-address=%s", b.pprofAddr)
+	b.stack, err = stack.Up(ctx, b.cluster, stack.Options{Binary: b.binary, Dir: filepath.Join(out, "stack"), LogDir: logDir,
+		ExtraArgs: []string{"--pprof-bind-address=" + b.pprofAddr}})
+	if err != nil {
+		return nil, err
+	}
+	if err := b.clients(); err != nil {
+		return nil, err
+	}
+	b.logf("cluster and operator up in %v", time.Since(begin).Round(time.Millisecond))
+
+	if err := b.memory(ctx, "idle", nil); err != nil {
+		return nil, err
+	}
+	if err := b.throughput(ctx); err != nil {
+		return nil, err
+	}
+	if err := b.loaded(ctx); err != nil {
+		return nil, err
+	}
+	if err := b.micro(ctx); err != nil {
+		return nil, err
+	}
+	b.summary.Seconds = time.Since(begin).Seconds()
+	b.summary.evaluate()
+	return b.summary, nil
+}
+
+// clients makes the benchmark's clients. The operator's user and client rates come from its configuration.
+func (b *bench) clients() error {
+	cc := b.stack.Operator.Config.ClientConnection
+	b.qps = ptr.Deref(cc.QPS, config.DefaultQPS)
+	b.burst = int(ptr.Deref(cc.Burst, config.DefaultBurst))
+	b.summary.Throughput.QPS, b.summary.Throughput.Burst = b.qps, b.burst
+
+	admin := rest.CopyConfig(b.cluster.Config)
+	admin.QPS, admin.Burst = adminQPS, 2*adminQPS
+	driver := rest.CopyConfig(b.cluster.Config)
+	driver.QPS, driver.Burst = b.qps, b.burst
+	var err error
+	if b.admin, err = client.New(admin, client.Options{Scheme: scheme.New()}); err != nil {
+		return err
+	}
+	if b.driver, err = client.New(driver, client.Options{Scheme: scheme.New()}); err != nil {
+		return err
+	}
+	b.meta, err = metadata.NewForConfig(admin)
+	return err
+}
+
+func (b *bench) logf(format string, args ...any) {
+	fmt.Fprintf(b.w, "%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+// isOperator reports whether a user is the operator's: the only ServiceAccount user besides the CLI's (the
+// benchmark and the JobSet controller use the administrator's certificate).
+func (b *bench) isOperator(user string) bool {
+	return strings.HasPrefix(user, serviceAccountUserPrefix) && !strings.HasPrefix(user, serviceAccountUserPrefix+cliNamespace+":")
+}
+
+// serviceAccountUserPrefix begins the user name of every ServiceAccount.
+const serviceAccountUserPrefix = "system:serviceaccount:"
+
+// createNamespace creates a namespace for one measurement.
+func (b *bench) createNamespace(ctx context.Context, name string) error {
+	err := b.admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	if apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("namespace %s exists: each measurement needs a fresh one", name)
+	}
+	return err
+}
+
+// poll checks cond every interval until it holds or timeout passes.
+func poll(ctx context.Context, what string, interval, timeout time.Duration, cond func(context.Context) (bool, error)) error {
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, interval, timeout, true, func(ctx context.Context) (bool, error) {
+		ok, err := cond(ctx)
+		last = err
+		return ok, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for %s: %w (last error: %v)", what, err, last)
+	}
+	return nil
+}
+
+// freeAddr is a loopback address with a port free now.
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(l.Addr().(*net.TCPAddr).Port)), nil
+}

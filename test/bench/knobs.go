@@ -1,0 +1,77 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+)
+
+// Knobs size the benchmark; each is read from the environment variable named in its comment.
+type Knobs struct {
+	// N is the number of objects of a throughput round (BENCH_N, default 500).
+	N int
+	// Repeat is the number of A B B A blocks after the warm-up (BENCH_REPEAT, default 3).
+	Repeat int
+	// TrainJobs is the number of TrainJobs in the namespace of the memory and CLI measurements
+	// (BENCH_TRAINJOBS, default 1000).
+	TrainJobs int
+	// Suspended is the number of suspended TrainJobs, in a namespace of their own, whose writes on the
+	// operator's restart are counted (BENCH_SUSPENDED, default 100).
+	Suspended int
+	// ConfigMaps is the number of unrelated ConfigMaps, spread over ConfigMapNamespaces namespaces
+	// (BENCH_CONFIGMAPS, default 700; BENCH_CONFIGMAP_NAMESPACES, default 7).
+	ConfigMaps          int
+	ConfigMapNamespaces int
+	// ConfigMapKiB is the size of each unrelated ConfigMap's data (BENCH_CONFIGMAP_KIB, default 200).
+	ConfigMapKiB int
+	// CLIRuns is how many times each CLI command is timed (BENCH_CLI_RUNS, default 7).
+	CLIRuns int
+	// MicroCount is the -count of the Build micro-benchmark (BENCH_MICRO_COUNT, default 5), and MicroTime its
+	// -benchtime (BENCH_MICRO_TIME, default 1s).
+	MicroCount int
+	MicroTime  string
+	// Out is the folder of summary.json, the logs and the profiles (BENCH_OUT, default bin/bench).
+	Out string
+}
+
+// KnobsFromEnv reads the knobs, with their defaults.
+func KnobsFromEnv() (Knobs, error) {
+	k := Knobs{MicroTime: envString("BENCH_MICRO_TIME", "1s"), Out: envString("BENCH_OUT", "bin/bench")}
+	for _, v := range []struct {
+		dst  *int
+		name string
+		def  int
+	}{
+		{&k.N, "BENCH_N", 500},
+		{&k.Repeat, "BENCH_REPEAT", 3},
+		{&k.TrainJobs, "BENCH_TRAINJOBS", 1000},
+		{&k.Suspended, "BENCH_SUSPENDED", 100},
+		{&k.ConfigMaps, "BENCH_CONFIGMAPS", 700},
+		{&k.ConfigMapNamespaces, "BENCH_CONFIGMAP_NAMESPACES", 7},
+		{&k.ConfigMapKiB, "BENCH_CONFIGMAP_KIB", 200},
+		{&k.CLIRuns, "BENCH_CLI_RUNS", 7},
+		{&k.MicroCount, "BENCH_MICRO_COUNT", 5},
+	} {
+		*v.dst = v.def
+		s := os.Getenv(v.name)
+		if s == "" {
+			continue
+		}
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			return k, fmt.Errorf("%s=%q: want a whole number of at least 1 (unset it for the default %d)", v.name, s, v.def)
+		}
+		*v.dst = n
+	}
+	if k.ConfigMapKiB > 1000 {
+		return k, fmt.Errorf("BENCH_CONFIGMAP_KIB=%d: the API server refuses objects over about 1 MiB; use at most 1000", k.ConfigMapKiB)
+	}
+	return k, nil
+}
+
+func envString(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestSmoke runs the whole benchmark with tiny numbers, so that `make test` notices when it stops working:
+// every measurement must be there and plausible (the targets themselves are `make bench`'s business).
+func TestSmoke(t *testing.T) {
+	k := Knobs{N: 4, Repeat: 1, TrainJobs: 10, Suspended: 3, ConfigMaps: 7, ConfigMapNamespaces: 7, ConfigMapKiB: 16,
+		CLIRuns: 1, MicroCount: 1, MicroTime: "1x", Out: t.TempDir()}
+	var progress bytes.Buffer
+	s, err := run(context.Background(), k, &progress)
+	t.Log("\n" + progress.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table bytes.Buffer
+	s.Print(&table)
+	t.Log(table.String())
+
+	th := s.Throughput
+	if len(th.A) != 2 || len(th.B) != 2 || len(th.Ratio) != 2 {
+		t.Errorf("one A B B A block gives 2 A, 2 B and 2 ratios; got %v, %v, %v", th.A, th.B, th.Ratio)
+	}
+	for _, v := range append(append(th.A, th.B...), th.Ratio...) {
+		if v <= 0 {
+			t.Errorf("a round took %v", v)
+		}
+	}
+	if th.Writes < 1 {
+		t.Errorf("the operator writes at least each TrainJob's JobSet; the audit log shows %v writes per TrainJob: %v", th.Writes, th.WritesPerTrainJob)
+	}
+	if len(s.Memory) != 4 {
+		t.Errorf("memory samples: got %d, want idle, with TrainJobs, with ConfigMaps and after restart: %+v", len(s.Memory), s.Memory)
+	}
+	for _, m := range s.Memory {
+		if m.AnonMiB <= 0 || m.RSSMiB < m.AnonMiB || m.HeapInuseMiB <= 0 {
+			t.Errorf("memory %s: RSS %v MiB, anonymous %v MiB, heap %v MiB", m.Name, m.RSSMiB, m.AnonMiB, m.HeapInuseMiB)
+		}
+	}
+	if len(s.CLI.Commands) != 3 {
+		t.Fatalf("CLI commands: got %d, want 3", len(s.CLI.Commands))
+	}
+	for _, c := range s.CLI.Commands {
+		if c.Median <= 0 || c.Requests < 1 {
+			t.Errorf("%s: median %vs, %d API requests", c.Name, c.Median, c.Requests)
+		}
+	}
+	if s.Build.Runs != 1 || s.Build.MicrosPerOp <= 0 || s.Build.AllocsPerOp <= 0 {
+		t.Errorf("Build micro-benchmark: %+v", s.Build)
+	}
+	for name, top := range map[string]string{"CPU": s.Profiles.CPU, "heap": s.Profiles.Heap, "heap after restart": s.Profiles.HeapRestarted} {
+		if !strings.Contains(top, "flat%") {
+			t.Errorf("%s profile: no pprof -top table:\n%s", name, top)
+		}
+	}
+	if len(s.Targets) != 10 {
+		t.Errorf("targets: got %d, want the issue's 10: %+v", len(s.Targets), s.Targets)
+	}
+
+	path := filepath.Join(k.Out, "summary.json")
+	if err := s.WriteJSON(path); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Summary
+	if err := json.Unmarshal(data, &back); err != nil {
+		t.Fatal(err)
+	}
+	if len(back.Targets) != len(s.Targets) || back.Throughput.N != k.N {
+		t.Errorf("summary.json does not read back: %s", data)
+	}
+}
+
+func TestParseBench(t *testing.T) {
+	out := `goos: linux
+BenchmarkBuildTorch-2   	   30000	     41000 ns/op	   20000 B/op	     250 allocs/op
+BenchmarkBuildTorch-2   	   30000	     39000 ns/op	   21000 B/op	     252 allocs/op
+BenchmarkBuildTorch-2   	   30000	     45000 ns/op	   19000 B/op	     251 allocs/op
+BenchmarkBuildTorchOther-2   	   1	     1 ns/op	   1 B/op	     1 allocs/op
+BenchmarkBuildTorch/nodes=64,gpus=8-2   	   1	     43000 ns/op	   20500 B/op	     251 allocs/op
+PASS
+`
+	got, err := parseBench(out, "BuildTorch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := BuildResult{Name: "BuildTorch/nodes=64,gpus=8", Runs: 4, MicrosPerOp: 42, BytesPerOp: 20250, AllocsPerOp: 251}
+	if got != want {
+		t.Errorf("got %+v, want %+v", got, want)
+	}
+	if _, err := parseBench("PASS\n", "BuildTorch"); err == nil {
+		t.Error("no benchmark line: want an error")
+	}
+}

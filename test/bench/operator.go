@@ -1,0 +1,207 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/kubectl-trainjob/kubectl-trainjob/test/stack"
+)
+
+// trainJobController is the name of the operator's TrainJob controller in its metrics.
+const trainJobController = "trainjob_controller"
+
+// operatorMetrics are the operator's Prometheus metrics at one moment.
+type operatorMetrics map[string]*dto.MetricFamily
+
+// scrape reads the operator's /metrics (HTTPS with its self-signed certificate, or HTTP).
+func scrape(ctx context.Context, op *stack.Operator) (operatorMetrics, error) {
+	addr := op.Config.Metrics.BindAddress
+	scheme := "https"
+	if op.Config.Metrics.SecureServing != nil && !*op.Config.Metrics.SecureServing {
+		scheme = "http"
+	}
+	body, err := get(ctx, scheme+"://"+addr+"/metrics")
+	if err != nil {
+		return nil, err
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	return parser.TextToMetricFamilies(strings.NewReader(string(body)))
+}
+
+// insecureClient reads the operator's endpoints, served with a certificate it made itself.
+var insecureClient = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the operator's self-signed certificate
+
+func get(ctx context.Context, url string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := insecureClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %d %s", url, resp.StatusCode, strings.TrimSpace(string(body)))
+	}
+	return body, nil
+}
+
+// sum adds the values of the family's samples whose labels include labels; a missing family is 0.
+func (m operatorMetrics) sum(name string, labels map[string]string) float64 {
+	total := 0.0
+	for _, s := range m[name].GetMetric() {
+		if !hasLabels(s, labels) {
+			continue
+		}
+		switch {
+		case s.Counter != nil:
+			total += s.Counter.GetValue()
+		case s.Gauge != nil:
+			total += s.Gauge.GetValue()
+		case s.Untyped != nil:
+			total += s.Untyped.GetValue()
+		}
+	}
+	return total
+}
+
+func hasLabels(s *dto.Metric, want map[string]string) bool {
+	found := 0
+	for _, l := range s.GetLabel() {
+		if v, ok := want[l.GetName()]; ok {
+			if v != l.GetValue() {
+				return false
+			}
+			found++
+		}
+	}
+	return found == len(want)
+}
+
+// failedReconciles is the TrainJob controller's count of reconciles that returned an error.
+func (m operatorMetrics) failedReconciles() float64 {
+	return m.sum("controller_runtime_reconcile_errors_total", map[string]string{"controller": trainJobController})
+}
+
+func (m operatorMetrics) reconciles() float64 {
+	return m.sum("controller_runtime_reconcile_total", map[string]string{"controller": trainJobController})
+}
+
+// busy reports whether the TrainJob controller has queued or running work.
+func (m operatorMetrics) busy() bool {
+	return m.sum("workqueue_depth", map[string]string{"name": trainJobController}) > 0 ||
+		m.sum("controller_runtime_active_workers", map[string]string{"controller": trainJobController}) > 0
+}
+
+// cachedTrainJobs is the number of TrainJobs in the operator's cache (its trainjobs gauge, summed over stages).
+func (m operatorMetrics) cachedTrainJobs() float64 { return m.sum("trainjobs", nil) }
+
+func (m operatorMetrics) heapInuseMiB() float64 {
+	return m.sum("go_memstats_heap_inuse_bytes", nil) / (1 << 20)
+}
+
+// quietFor is how long the operator must stay idle to count as settled: its queue empty, no worker
+// running and no reconcile started across two scrapes this far apart.
+const quietFor = time.Second
+
+// waitIdle waits until the operator has settled, or timeout passes; ready (when not nil) must hold too.
+func waitIdle(ctx context.Context, op *stack.Operator, timeout time.Duration, ready func(operatorMetrics) error) (operatorMetrics, error) {
+	var last operatorMetrics
+	var lastAt time.Time
+	var why error
+	err := wait.PollUntilContextTimeout(ctx, quietFor/4, timeout, true, func(ctx context.Context) (bool, error) {
+		if err := op.Exited(); err != nil {
+			return false, err
+		}
+		m, err := scrape(ctx, op)
+		if err != nil {
+			why = err
+			return false, nil
+		}
+		if ready != nil {
+			if why = ready(m); why != nil {
+				last = nil
+				return false, nil
+			}
+		}
+		if m.busy() {
+			why, last = fmt.Errorf("the TrainJob controller is busy"), nil
+			return false, nil
+		}
+		if last == nil || m.reconciles() != last.reconciles() {
+			why, last, lastAt = fmt.Errorf("the TrainJob controller reconciled within %v", quietFor), m, time.Now()
+			return false, nil
+		}
+		return time.Since(lastAt) >= quietFor, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("waiting for the operator to settle: %w (last: %v)", err, why)
+	}
+	return last, nil
+}
+
+// procMemory reads the resident set size of process pid and its anonymous part (VmRSS and RssAnon of
+// /proc/<pid>/status), in MiB.
+func procMemory(pid int) (rss, anon float64, err error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	fields := map[string]*float64{"VmRSS": &rss, "RssAnon": &anon}
+	found := 0
+	for line := range strings.Lines(string(data)) {
+		name, value, _ := strings.Cut(line, ":")
+		dst, ok := fields[name]
+		if !ok {
+			continue
+		}
+		kib, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(value), " kB"), 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("%s of process %d: %q: %w", name, pid, value, err)
+		}
+		*dst = kib / 1024
+		found++
+	}
+	if found != len(fields) {
+		return 0, 0, fmt.Errorf("/proc/%d/status lacks VmRSS or RssAnon", pid)
+	}
+	return rss, anon, nil
+}
+
+// pprofTop saves a profile of the operator's (heap or CPU) to path and returns `go tool pprof -top` of it.
+func pprofTop(ctx context.Context, pprofAddr, profile, path string, binary string) (string, error) {
+	data, err := get(ctx, "http://"+pprofAddr+"/debug/pprof/"+profile)
+	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		return "", err
+	}
+	args := []string{"tool", "pprof", "-top", "-nodecount=25"}
+	if strings.HasPrefix(profile, "heap") {
+		args = append(args, "-sample_index=inuse_space")
+	}
+	out, err := exec.CommandContext(ctx, "go", append(args, binary, path)...).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("go tool pprof %s: %w\n%s", path, err, out)
+	}
+	return string(out), nil
+}

@@ -1,0 +1,272 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+)
+
+// Summary is everything a run measured; summary.json holds it.
+type Summary struct {
+	Date    string  `json:"date"`
+	Knobs   Knobs   `json:"knobs"`
+	Seconds float64 `json:"seconds"`
+
+	Throughput ThroughputResult `json:"throughput"`
+	Suspended  SuspendedResult  `json:"suspended"`
+	Memory     []MemorySample   `json:"memory"`
+	CLI        CLIResults       `json:"cli"`
+	Build      BuildResult      `json:"build"`
+	Profiles   Profiles         `json:"profiles"`
+	Targets    []Target         `json:"targets"`
+
+	jobSetTemplate *jobsetv1alpha2.JobSet // what B rounds create
+}
+
+// ThroughputResult: seconds from the first create until N JobSets exist, per round.
+type ThroughputResult struct {
+	N     int       `json:"n"`
+	QPS   float32   `json:"qps"`
+	Burst int       `json:"burst"`
+	A     []float64 `json:"aSeconds"`
+	B     []float64 `json:"bSeconds"`
+	// Ratio is A/B of each pair of rounds (A B and B A of every block).
+	Ratio []float64 `json:"ratio"`
+	// The operator's requests per TrainJob over the A rounds, by verb and resource.
+	Writes                  float64            `json:"writesPerTrainJob"`
+	WritesPerTrainJob       map[string]float64 `json:"writesPerTrainJobBy"`
+	Events                  float64            `json:"eventsPerTrainJob"`
+	EventsPerTrainJob       map[string]float64 `json:"eventsPerTrainJobBy"`
+	ReadsPerTrainJob        map[string]float64 `json:"readsPerTrainJobBy"`
+	FailedWritesPerTrainJob map[string]float64 `json:"failedWritesPerTrainJobBy"`
+	FailedReconciles        float64            `json:"failedReconciles"`
+}
+
+// SuspendedResult: the operator's writes when it restarts and finds TrainJobs whose children are built.
+type SuspendedResult struct {
+	N                    int           `json:"n"`
+	WritesOnRestart      int           `json:"writesOnRestart"`
+	Writes               requestCounts `json:"writesBy"`
+	TrainJobs            int           `json:"otherTrainJobs"`
+	OtherWritesOnRestart int           `json:"otherWritesOnRestart"`
+	OtherWrites          requestCounts `json:"otherWritesBy"`
+}
+
+// MemorySample is the operator's memory at one step.
+type MemorySample struct {
+	Name   string  `json:"name"`
+	RSSMiB float64 `json:"rssMiB"`
+	// RssAnon is the anonymous part of RSS (heap, stacks, runtime); the rest is mostly the binary's pages.
+	AnonMiB      float64 `json:"rssAnonMiB"`
+	HeapInuseMiB float64 `json:"heapInuseMiB"`
+}
+
+// CLIResults are the CLI's timings.
+type CLIResults struct {
+	TrainJobs int         `json:"trainJobs"`
+	Runs      int         `json:"runs"`
+	Commands  []CLIResult `json:"commands"`
+}
+
+// CLIResult is one command's wall times and API requests.
+type CLIResult struct {
+	Name       string        `json:"name"`
+	Seconds    []float64     `json:"seconds"`
+	Median     float64       `json:"medianSeconds"`
+	Requests   int           `json:"requests"`
+	RequestsBy requestCounts `json:"requestsBy"`
+}
+
+// BuildResult is the Build micro-benchmark: medians of its runs.
+type BuildResult struct {
+	Command     string  `json:"command"`
+	Name        string  `json:"name"`
+	Runs        int     `json:"runs"`
+	MicrosPerOp float64 `json:"microsPerOp"`
+	BytesPerOp  float64 `json:"bytesPerOp"`
+	AllocsPerOp float64 `json:"allocsPerOp"`
+}
+
+// Profiles are `go tool pprof -top` of the operator: CPU during an A round, heap with everything loaded and
+// after the restart.
+type Profiles struct {
+	CPU           string `json:"cpu"`
+	Heap          string `json:"heap"`
+	HeapRestarted string `json:"heapRestarted"`
+}
+
+// Target is one goal of the issue: met when Value ≤ Limit.
+type Target struct {
+	Name  string  `json:"name"`
+	Value float64 `json:"value"`
+	Limit float64 `json:"limit"`
+	Unit  string  `json:"unit"`
+	Met   bool    `json:"met"`
+}
+
+func newSummary(k Knobs) *Summary {
+	return &Summary{Date: time.Now().UTC().Format(time.RFC3339), Knobs: k, Throughput: ThroughputResult{N: k.N}}
+}
+
+// The memory samples, in the order they are taken.
+const (
+	memIdle = iota
+	memTrainJobs
+	memConfigMaps
+	memRestarted
+)
+
+// evaluate fills Targets from the measurements.
+func (s *Summary) evaluate() {
+	t := s.Throughput
+	target := func(name string, value, limit float64, unit string) {
+		s.Targets = append(s.Targets, Target{Name: name, Value: value, Limit: limit, Unit: unit, Met: value <= limit})
+	}
+	target("throughput A/B (median of pairs)", median(t.Ratio), 2.5, "×")
+	target("operator writes per TrainJob (objects)", t.Writes, 3, "")
+	target("failed reconciles", t.FailedReconciles, 0, "")
+	target("writes for built suspended TrainJobs on restart", float64(s.Suspended.WritesOnRestart), 0, "")
+	if len(s.Memory) > memRestarted {
+		loaded := max(s.Memory[memConfigMaps].RSSMiB, s.Memory[memRestarted].RSSMiB)
+		target("RSS with TrainJobs + ConfigMaps (max of before/after restart)", loaded, 80, "MiB")
+		target("RSS growth from unrelated ConfigMaps", s.Memory[memConfigMaps].RSSMiB-s.Memory[memTrainJobs].RSSMiB, 5, "MiB")
+	}
+	if len(s.CLI.Commands) == 3 {
+		get, list, status := s.CLI.Commands[0], s.CLI.Commands[1], s.CLI.Commands[2]
+		target("list time / kubectl get time", list.Median/get.Median, 1.2, "×")
+		target("status API requests", float64(status.Requests), 4, "")
+	}
+	target("Build time per op", s.Build.MicrosPerOp, 50, "µs")
+	target("Build allocs per op", s.Build.AllocsPerOp, 300, "")
+}
+
+// Met counts the targets met.
+func (s *Summary) Met() (met, all int) {
+	for _, t := range s.Targets {
+		if t.Met {
+			met++
+		}
+	}
+	return met, len(s.Targets)
+}
+
+// WriteJSON writes the summary to path.
+func (s *Summary) WriteJSON(path string) error {
+	data, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(data, '\n'), 0o644)
+}
+
+// Print writes the tables.
+func (s *Summary) Print(w io.Writer) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	defer tw.Flush()
+	t := s.Throughput
+	fmt.Fprintf(tw, "\nThroughput: %d JobSets, first create → last JobSet; %d× A B B A after a warm-up; every client QPS %g burst %d\n",
+		t.N, s.Knobs.Repeat, t.QPS, t.Burst)
+	fmt.Fprintln(tw, "\tmin\tmedian\tmax\t")
+	row := func(name, unit string, v []float64) {
+		fmt.Fprintf(tw, "%s\t%.2f%s\t%.2f%s\t%.2f%s\t\n", name, minOf(v), unit, median(v), unit, maxOf(v), unit)
+	}
+	row("A: TrainJobs, operator makes JobSets", "s", t.A)
+	row("B: the same JobSets created directly", "s", t.B)
+	row("A/B, paired", "×", t.Ratio)
+	fmt.Fprintf(tw, "operator writes per TrainJob\t%.2f\t%s\n", t.Writes, by(t.WritesPerTrainJob))
+	fmt.Fprintf(tw, "operator Events per TrainJob\t%.2f\t%s\n", t.Events, by(t.EventsPerTrainJob))
+	fmt.Fprintf(tw, "operator reads per TrainJob\t\t%s\n", by(t.ReadsPerTrainJob))
+	fmt.Fprintf(tw, "failed writes per TrainJob\t\t%s\n", by(t.FailedWritesPerTrainJob))
+	fmt.Fprintf(tw, "failed reconciles (A rounds)\t%.0f\t\n", t.FailedReconciles)
+	fmt.Fprintf(tw, "operator writes on restart: %d built suspended TrainJobs\t%d\t%s\n", s.Suspended.N, s.Suspended.WritesOnRestart, byCount(s.Suspended.Writes))
+	fmt.Fprintf(tw, "operator writes on restart: %d other TrainJobs\t%d\t%s\n", s.Suspended.TrainJobs, s.Suspended.OtherWritesOnRestart, byCount(s.Suspended.OtherWrites))
+
+	fmt.Fprintf(tw, "\nOperator memory\tRSS\tof it anonymous\tGo heap in use\t\n")
+	for _, m := range s.Memory {
+		fmt.Fprintf(tw, "%s\t%.1f MiB\t%.1f MiB\t%.1f MiB\t\n", m.Name, m.RSSMiB, m.AnonMiB, m.HeapInuseMiB)
+	}
+
+	fmt.Fprintf(tw, "\nCLI, %d TrainJobs in the namespace, %d runs each\tmedian\tmin\tmax\tAPI requests\t\n", s.CLI.TrainJobs, s.CLI.Runs)
+	for _, c := range s.CLI.Commands {
+		fmt.Fprintf(tw, "%s\t%.3fs\t%.3fs\t%.3fs\t%d\t%s\n", c.Name, c.Median, minOf(c.Seconds), maxOf(c.Seconds), c.Requests, byCount(c.RequestsBy))
+	}
+
+	fmt.Fprintf(tw, "\nBuild micro-benchmark %s (median of %d)\t%.2f µs/op\t%.0f B/op\t%.0f allocs/op\t\n",
+		s.Build.Name, s.Build.Runs, s.Build.MicrosPerOp, s.Build.BytesPerOp, s.Build.AllocsPerOp)
+
+	met, all := s.Met()
+	fmt.Fprintf(tw, "\nTarget (%d of %d met)\tvalue\ttarget\tmet\t\n", met, all)
+	for _, t := range s.Targets {
+		fmt.Fprintf(tw, "%s\t%.2f%s\t≤ %g%s\t%s\t\n", t.Name, t.Value, t.Unit, t.Limit, t.Unit, yesNo(t.Met))
+	}
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "NO"
+}
+
+// by lists per-object counts, largest first: "create jobsets.jobset.x-k8s.io 1.00, …".
+func by(m map[string]float64) string {
+	keys := slices.SortedFunc(maps.Keys(m), func(a, b string) int {
+		if m[a] != m[b] {
+			if m[a] > m[b] {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %.2f", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func byCount(c requestCounts) string {
+	m := map[string]float64{}
+	for k, v := range c {
+		m[k] = float64(v)
+	}
+	return strings.ReplaceAll(by(m), ".00", "")
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Sorted(slices.Values(v))
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func minOf(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	return slices.Min(v)
+}
+
+func maxOf(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	return slices.Max(v)
+}

@@ -1,0 +1,311 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"path/filepath"
+	"strings"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"golang.org/x/sync/errgroup"
+)
+
+// runtimeName is the runtime of every TrainJob of the benchmark: the shipped torch runtime, one node.
+const runtimeName = "torch-distributed"
+
+// createWorkers is how many creates are in flight at once; the client's rate limiter sets the pace.
+const createWorkers = 32
+
+var jobSetGVR = schema.GroupVersionResource{Group: "jobset.x-k8s.io", Version: "v1alpha2", Resource: "jobsets"}
+
+// roundTimeout bounds one round of n objects: generous, for a machine shared with builds.
+func roundTimeout(n int) time.Duration { return 2*time.Minute + time.Duration(n)*500*time.Millisecond }
+
+// kind of a round: A creates TrainJobs and the operator makes the JobSets, B creates the JobSets.
+type kind string
+
+const (
+	kindA kind = "A"
+	kindB kind = "B"
+)
+
+// round is the result of one round.
+type round struct {
+	kind     kind
+	seconds  float64
+	requests operatorRequests // the operator's, in the round's namespace (A only)
+	failed   float64          // failed reconciles during the round (A only)
+}
+
+// throughput runs the warm-up, Repeat blocks of A B B A, and a profiled A round.
+func (b *bench) throughput(ctx context.Context) error {
+	t := &b.summary.Throughput
+	warm := max(1, b.k.N/5)
+	b.logf("throughput: warm-up, A then B with %d objects (also takes the JobSet B creates from A's)", warm)
+	for _, k := range []kind{kindA, kindB} {
+		if _, err := b.round(ctx, k, warm, "bench-warmup-"+strings.ToLower(string(k))); err != nil {
+			return err
+		}
+	}
+	requests := newOperatorRequests()
+	for r := 1; r <= b.k.Repeat; r++ {
+		var pair [2]float64 // A and B of the current pair
+		for i, k := range []kind{kindA, kindB, kindB, kindA} {
+			res, err := b.round(ctx, k, b.k.N, fmt.Sprintf("bench-r%d-%d-%s", r, i+1, strings.ToLower(string(k))))
+			if err != nil {
+				return err
+			}
+			b.logf("  repeat %d %s: %d JobSets in %.2fs", r, k, b.k.N, res.seconds)
+			if k == kindA {
+				t.A = append(t.A, res.seconds)
+				requests.add(res.requests)
+				t.FailedReconciles += res.failed
+				pair[0] = res.seconds
+			} else {
+				t.B = append(t.B, res.seconds)
+				pair[1] = res.seconds
+			}
+			if i%2 == 1 { // the second of a pair
+				t.Ratio = append(t.Ratio, pair[0]/pair[1])
+			}
+		}
+	}
+	trainJobs := len(t.A) * b.k.N
+	t.WritesPerTrainJob = requests.writes.perObject(trainJobs)
+	t.EventsPerTrainJob = requests.events.perObject(trainJobs)
+	t.ReadsPerTrainJob = requests.reads.perObject(trainJobs)
+	t.FailedWritesPerTrainJob = requests.failedWrites.perObject(trainJobs)
+	t.Writes = float64(requests.writes.total()) / float64(trainJobs)
+	t.Events = float64(requests.events.total()) / float64(trainJobs)
+	return b.profiledRound(ctx)
+}
+
+// profiledRound runs one more A round (not counted) while the operator's CPU is profiled.
+func (b *bench) profiledRound(ctx context.Context) error {
+	seconds := int(math.Ceil(median(b.summary.Throughput.A)))
+	b.logf("throughput: one more A round (not counted) with a %ds CPU profile of the operator", seconds)
+	profile := filepath.Join(b.out, "operator-cpu.pprof")
+	var g errgroup.Group
+	g.Go(func() error {
+		top, err := pprofTop(ctx, b.pprofAddr, fmt.Sprintf("profile?seconds=%d", seconds), profile, b.binary)
+		b.summary.Profiles.CPU = top
+		return err
+	})
+	_, err := b.round(ctx, kindA, b.k.N, "bench-profiled-a")
+	return errors.Join(err, g.Wait())
+}
+
+// round creates n objects of kind k in a fresh namespace and times the first create until the n-th JobSet
+// exists; for A it then waits until the operator settles and counts its requests and failed reconciles.
+// The namespace's objects are deleted after.
+func (b *bench) round(ctx context.Context, k kind, n int, ns string) (res round, err error) {
+	res.kind = k
+	if err := b.createNamespace(ctx, ns); err != nil {
+		return res, err
+	}
+	defer func() { err = errors.Join(err, b.cleanUp(ctx, ns)) }()
+	ctx, cancel := context.WithTimeout(ctx, roundTimeout(n))
+	defer cancel()
+	jobSets, err := b.watchJobSets(ctx, ns)
+	if err != nil {
+		return res, err
+	}
+	if _, err := b.audit.next(); err != nil { // what came before is not this round's
+		return res, err
+	}
+	var before operatorMetrics
+	if k == kindA {
+		if before, err = scrape(ctx, b.stack.Operator); err != nil {
+			return res, err
+		}
+	} else if b.summary.jobSetTemplate == nil {
+		return res, errors.New("a B round needs the JobSet of an A round first")
+	}
+
+	start := time.Now()
+	created := make(chan error, 1)
+	go func() {
+		created <- createAll(ctx, b.driver, n, func(i int) client.Object {
+			if k == kindA {
+				return trainJob(ns, i, false)
+			}
+			return b.jobSet(ns, i)
+		})
+	}()
+	end, err := jobSets.until(ctx, n, created)
+	if err != nil {
+		return res, fmt.Errorf("round %s (%s, %d objects): %w", ns, k, n, err)
+	}
+	res.seconds = end.Sub(start).Seconds()
+	if k == kindB {
+		return res, nil
+	}
+	if b.summary.jobSetTemplate == nil {
+		if err := b.takeTemplate(ctx, ns); err != nil {
+			return res, err
+		}
+	}
+	after, err := waitIdle(ctx, b.stack.Operator, roundTimeout(n), nil)
+	if err != nil {
+		return res, err
+	}
+	res.failed = after.failedReconciles() - before.failedReconciles()
+	events, err := b.audit.next()
+	if err != nil {
+		return res, err
+	}
+	res.requests = newOperatorRequests()
+	res.requests.count(events, b.isOperator, ns)
+	return res, nil
+}
+
+// createAll creates the n objects that object(i) makes with client c, createWorkers at a time.
+func createAll(ctx context.Context, c client.Client, n int, object func(int) client.Object) error {
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(createWorkers)
+	for i := range n {
+		g.Go(func() error {
+			obj := object(i)
+			if err := c.Create(ctx, obj); err != nil {
+				return fmt.Errorf("create %T %s/%s: %w", obj, obj.GetNamespace(), obj.GetName(), err)
+			}
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// trainJob is the i-th TrainJob of a namespace: the torch runtime, one node.
+func trainJob(ns string, i int, suspend bool) *trainer.TrainJob {
+	tj := &trainer.TrainJob{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("tj-%04d", i)},
+		Spec: trainer.TrainJobSpec{
+			RuntimeRef: trainer.RuntimeRef{Name: runtimeName},
+			Trainer:    &trainer.Trainer{NumNodes: ptr.To[int32](1)},
+		},
+	}
+	if suspend {
+		tj.Spec.Suspend = ptr.To(true)
+	}
+	return tj
+}
+
+// takeTemplate keeps one JobSet the operator built, as what B rounds create.
+func (b *bench) takeTemplate(ctx context.Context, ns string) error {
+	var list jobsetv1alpha2.JobSetList
+	if err := b.admin.List(ctx, &list, client.InNamespace(ns), client.Limit(1)); err != nil {
+		return err
+	}
+	if len(list.Items) == 0 {
+		return fmt.Errorf("no JobSet in %s to copy", ns)
+	}
+	js := list.Items[0].DeepCopy()
+	js.ObjectMeta = metav1.ObjectMeta{Labels: js.Labels, Annotations: js.Annotations}
+	js.Status = jobsetv1alpha2.JobSetStatus{}
+	b.summary.jobSetTemplate = js
+	return nil
+}
+
+// jobSet is the i-th JobSet of a B round: the operator's, without an owner.
+func (b *bench) jobSet(ns string, i int) *jobsetv1alpha2.JobSet {
+	js := b.summary.jobSetTemplate.DeepCopy()
+	js.Namespace, js.Name = ns, fmt.Sprintf("tj-%04d", i)
+	return js
+}
+
+// cleanUp deletes what a measurement left in ns (the namespace itself stays: the api profile has no
+// namespace controller to empty it) and waits until the operator has settled.
+func (b *bench) cleanUp(ctx context.Context, ns string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
+	defer cancel()
+	background := client.PropagationPolicy(metav1.DeletePropagationBackground)
+	for _, obj := range []client.Object{&trainer.TrainJob{}, &jobsetv1alpha2.JobSet{}, &batchv1.Job{}, &corev1.ConfigMap{}, &corev1.Secret{}} {
+		if err := b.admin.DeleteAllOf(ctx, obj, client.InNamespace(ns), background); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete %T in %s: %w", obj, ns, err)
+		}
+	}
+	if err := poll(ctx, "the TrainJobs of "+ns+" to go", 200*time.Millisecond, time.Minute, func(ctx context.Context) (bool, error) {
+		var list trainer.TrainJobList
+		if err := b.admin.List(ctx, &list, client.InNamespace(ns)); err != nil {
+			return false, err
+		}
+		return len(list.Items) == 0, fmt.Errorf("%d left", len(list.Items))
+	}); err != nil {
+		return err
+	}
+	_, err := waitIdle(ctx, b.stack.Operator, 2*time.Minute, nil)
+	return err
+}
+
+// jobSetWatch follows the JobSets of a namespace.
+type jobSetWatch struct {
+	b    *bench
+	ns   string
+	rv   string
+	w    watch.Interface
+	seen map[string]bool
+}
+
+// watchJobSets starts following the JobSets of ns (its objects' metadata only).
+func (b *bench) watchJobSets(ctx context.Context, ns string) (*jobSetWatch, error) {
+	jw := &jobSetWatch{b: b, ns: ns, seen: map[string]bool{}}
+	return jw, jw.restart(ctx)
+}
+
+// restart lists the JobSets and watches from there.
+func (jw *jobSetWatch) restart(ctx context.Context) error {
+	list, err := jw.b.meta.Resource(jobSetGVR).Namespace(jw.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	for _, js := range list.Items {
+		jw.seen[js.Name] = true
+	}
+	jw.rv = list.ResourceVersion
+	jw.w, err = jw.b.meta.Resource(jobSetGVR).Namespace(jw.ns).Watch(ctx, metav1.ListOptions{ResourceVersion: jw.rv})
+	return err
+}
+
+// until returns when n JobSets exist: the time the n-th was seen. created reports the end of the creates;
+// an error there ends the wait.
+func (jw *jobSetWatch) until(ctx context.Context, n int, created <-chan error) (time.Time, error) {
+	defer func() { jw.w.Stop() }()
+	for len(jw.seen) < n {
+		select {
+		case <-ctx.Done():
+			return time.Time{}, fmt.Errorf("%d of %d JobSets after the deadline: %w", len(jw.seen), n, ctx.Err())
+		case err := <-created:
+			if err != nil {
+				return time.Time{}, err
+			}
+			created = nil
+		case ev, ok := <-jw.w.ResultChan():
+			if !ok || ev.Type == watch.Error {
+				jw.w.Stop()
+				if err := jw.restart(ctx); err != nil {
+					return time.Time{}, err
+				}
+				continue
+			}
+			if ev.Type == watch.Added {
+				if obj, ok := ev.Object.(metav1.Object); ok {
+					jw.seen[obj.GetName()] = true
+				}
+			}
+		}
+	}
+	return time.Now(), nil
+}
