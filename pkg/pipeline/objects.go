@@ -1,7 +1,13 @@
 package pipeline
 
 import (
+	"strings"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 )
@@ -16,4 +22,21 @@ func OwnedObjectMeta(trainJob *trainer.TrainJob, suffix string) metav1.ObjectMet
 		Namespace:       trainJob.Namespace,
 		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(trainJob, trainer.GroupVersion.WithKind(trainer.TrainJobKind))},
 	}
+}
+
+// OwnsNamed watches the objects of obj's kind that the TrainJobs own and
+// whose name ends with suffix: those a plugin builds with
+// OwnedObjectMeta(trainJob, suffix), so that one deleted or edited is put
+// back. It caches metadata only (the owner reference and the name are all
+// the watch needs), and other objects of that kind a TrainJob owns do not
+// wake the controller on the plugin's account.
+func OwnsNamed(obj client.Object, suffix string) ReconcilerBuilder {
+	return func(b *builder.Builder, _ client.Client, _ cache.Cache) *builder.Builder {
+		return b.Owns(obj, builder.OnlyMetadata, builder.WithPredicates(NameSuffix(suffix)))
+	}
+}
+
+// NameSuffix passes the events of objects whose name ends with suffix.
+func NameSuffix(suffix string) predicate.Predicate {
+	return predicate.NewPredicateFuncs(func(o client.Object) bool { return strings.HasSuffix(o.GetName(), suffix) })
 }

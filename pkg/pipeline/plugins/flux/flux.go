@@ -18,10 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
@@ -241,22 +238,13 @@ func (*Flux) Validate(_ context.Context, info *pipeline.RuntimeInfo, _, newObj *
 	return nil, errs
 }
 
-// ReconcilerBuilders watch the plugin's ConfigMaps and Secrets (metadata
-// only), so that one deleted or edited is put back; other ConfigMaps and
-// Secrets of a TrainJob do not wake the controller on the plugin's account.
+// ReconcilerBuilders watch the plugin's ConfigMaps and Secrets, so that one
+// deleted or edited is put back.
 func (*Flux) ReconcilerBuilders() []pipeline.ReconcilerBuilder {
 	return []pipeline.ReconcilerBuilder{
-		func(b *builder.Builder, _ client.Client, _ cache.Cache) *builder.Builder {
-			return b.Owns(&corev1.ConfigMap{}, builder.OnlyMetadata, builder.WithPredicates(hasSuffix(EntrypointConfigMapSuffix)))
-		},
-		func(b *builder.Builder, _ client.Client, _ cache.Cache) *builder.Builder {
-			return b.Owns(&corev1.Secret{}, builder.OnlyMetadata, builder.WithPredicates(hasSuffix(CurveSecretSuffix)))
-		},
+		pipeline.OwnsNamed(&corev1.ConfigMap{}, EntrypointConfigMapSuffix),
+		pipeline.OwnsNamed(&corev1.Secret{}, CurveSecretSuffix),
 	}
-}
-
-func hasSuffix(suffix string) predicate.Predicate {
-	return predicate.NewPredicateFuncs(func(o client.Object) bool { return strings.HasSuffix(o.GetName(), suffix) })
 }
 
 // Build returns the ConfigMap of the entrypoint and init scripts and the
@@ -296,12 +284,12 @@ func (*Flux) Build(_ context.Context, info *pipeline.RuntimeInfo, trainJob *trai
 	return []client.Object{
 		&corev1.ConfigMap{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-			ObjectMeta: objectMeta(trainJob, trainJob.Name+EntrypointConfigMapSuffix),
+			ObjectMeta: pipeline.OwnedObjectMeta(trainJob, EntrypointConfigMapSuffix),
 			Data:       map[string]string{entrypointKey: scripts.entrypoint, initKey: scripts.init},
 		},
 		&corev1.Secret{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-			ObjectMeta: objectMeta(trainJob, trainJob.Name+CurveSecretSuffix),
+			ObjectMeta: pipeline.OwnedObjectMeta(trainJob, CurveSecretSuffix),
 			Data:       map[string][]byte{curveCertKey: []byte(cert)},
 		},
 	}, nil
@@ -315,14 +303,6 @@ func subdomain(info *pipeline.RuntimeInfo, trainJob *trainer.TrainJob) string {
 		return n.Subdomain
 	}
 	return trainJob.Name
-}
-
-func objectMeta(trainJob *trainer.TrainJob, name string) metav1.ObjectMeta {
-	return metav1.ObjectMeta{
-		Name:            name,
-		Namespace:       trainJob.Namespace,
-		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(trainJob, trainer.GroupVersion.WithKind(trainer.TrainJobKind))},
-	}
 }
 
 func fluxPolicy(info *pipeline.RuntimeInfo) *trainer.FluxMLPolicySource {

@@ -20,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
@@ -533,23 +532,5 @@ func TestFluxResources(t *testing.T) {
 				t.Errorf("R encode arguments, flux run flags (-want +got):\n%s", diff)
 			}
 		})
-	}
-}
-
-func TestWatchPredicates(t *testing.T) {
-	for _, tc := range []struct {
-		suffix string
-		names  map[string]bool
-	}{
-		{EntrypointConfigMapSuffix, map[string]bool{"alpha-flux-entrypoint": true, "alpha-mpi-hostfile": false, "alpha-runtime-snapshot": false}},
-		{CurveSecretSuffix, map[string]bool{"alpha-flux-curve": true, "alpha-mpi-ssh-auth": false}},
-	} {
-		p := hasSuffix(tc.suffix)
-		for name, want := range tc.names {
-			obj := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: name}}
-			if got := p.Generic(event.GenericEvent{Object: obj}); got != want {
-				t.Errorf("predicate %s (%q) = %v, want %v", tc.suffix, name, got, want)
-			}
-		}
 	}
 }

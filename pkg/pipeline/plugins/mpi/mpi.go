@@ -24,10 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
@@ -233,23 +230,12 @@ func (m *MPI) Validate(_ context.Context, info *pipeline.RuntimeInfo, _, newObj 
 }
 
 // ReconcilerBuilders watch the plugin's own Secrets and ConfigMaps, so that
-// a deleted or edited hostfile is put back. They cache metadata only (the
-// owner reference and name are all the watch needs) and pass only the
-// plugin's object names, so other ConfigMaps and Secrets of a TrainJob do
-// not wake the controller on its account.
+// a deleted or edited hostfile is put back.
 func (m *MPI) ReconcilerBuilders() []pipeline.ReconcilerBuilder {
 	return []pipeline.ReconcilerBuilder{
-		func(b *builder.Builder, _ client.Client, _ cache.Cache) *builder.Builder {
-			return b.Owns(&corev1.Secret{}, builder.OnlyMetadata, builder.WithPredicates(nameSuffix(SSHAuthSecretSuffix)))
-		},
-		func(b *builder.Builder, _ client.Client, _ cache.Cache) *builder.Builder {
-			return b.Owns(&corev1.ConfigMap{}, builder.OnlyMetadata, builder.WithPredicates(nameSuffix(HostfileConfigMapSuffix)))
-		},
+		pipeline.OwnsNamed(&corev1.Secret{}, SSHAuthSecretSuffix),
+		pipeline.OwnsNamed(&corev1.ConfigMap{}, HostfileConfigMapSuffix),
 	}
-}
-
-func nameSuffix(suffix string) predicate.Predicate {
-	return predicate.NewPredicateFuncs(func(o client.Object) bool { return strings.HasSuffix(o.GetName(), suffix) })
 }
 
 // Build returns the SSH auth Secret when it does not exist yet, then the
@@ -307,7 +293,7 @@ func (m *MPI) sshAuthSecret(trainJob *trainer.TrainJob) (*corev1.Secret, error) 
 	}
 	return &corev1.Secret{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-		ObjectMeta: objectMeta(trainJob, trainJob.Name+SSHAuthSecretSuffix),
+		ObjectMeta: pipeline.OwnedObjectMeta(trainJob, SSHAuthSecretSuffix),
 		Type:       corev1.SecretTypeSSHAuth,
 		Immutable:  ptr.To(true),
 		Data: map[string][]byte{
@@ -320,7 +306,7 @@ func (m *MPI) sshAuthSecret(trainJob *trainer.TrainJob) (*corev1.Secret, error) 
 func hostfileConfigMap(info *pipeline.RuntimeInfo, trainJob *trainer.TrainJob) *corev1.ConfigMap {
 	return &corev1.ConfigMap{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-		ObjectMeta: objectMeta(trainJob, trainJob.Name+HostfileConfigMapSuffix),
+		ObjectMeta: pipeline.OwnedObjectMeta(trainJob, HostfileConfigMapSuffix),
 		Data:       map[string]string{hostfileKey: hostfile(info)},
 	}
 }
@@ -349,14 +335,6 @@ func hostfile(info *pipeline.RuntimeInfo) string {
 		}
 	}
 	return b.String()
-}
-
-func objectMeta(trainJob *trainer.TrainJob, name string) metav1.ObjectMeta {
-	return metav1.ObjectMeta{
-		Name:            name,
-		Namespace:       trainJob.Namespace,
-		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(trainJob, trainer.GroupVersion.WithKind(trainer.TrainJobKind))},
-	}
 }
 
 func mpiPolicy(info *pipeline.RuntimeInfo) *trainer.MPIMLPolicySource {

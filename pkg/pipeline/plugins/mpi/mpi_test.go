@@ -20,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
@@ -695,15 +694,5 @@ func TestValidate(t *testing.T) {
 				t.Errorf("errors (-want +got):\n%s", diff)
 			}
 		})
-	}
-}
-
-func TestNameSuffixPredicate(t *testing.T) {
-	p := nameSuffix(SSHAuthSecretSuffix)
-	for name, want := range map[string]bool{"alpha-mpi-ssh-auth": true, "alpha-flux-curve": false, "alpha": false} {
-		obj := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: name}}
-		if got := p.Generic(event.GenericEvent{Object: obj}); got != want {
-			t.Errorf("predicate(%q) = %v, want %v", name, got, want)
-		}
 	}
 }
