@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
@@ -38,8 +39,15 @@ func newSnapshots(c client.Client, live client.Reader, scheme *runtime.Scheme) *
 func (s *snapshots) runtime(ctx context.Context, tj *trainer.TrainJob, apply func(context.Context, client.Object) error) (*pipeline.Runtime, error) {
 	// The live read when the cache misses the snapshot matters: taking a
 	// snapshot the cache has not seen yet again could copy a runtime
-	// changed since.
-	rt, err := runtimes.Snapshot(ctx, s.client, s.live, s.decoder, tj)
+	// changed since. A TrainJob no reconcile has reported on has no
+	// snapshot, unless a reconcile took it and then failed to write the
+	// status (taking it again then copies the runtime as it is a moment
+	// later); the first reconcile of every TrainJob saves the read.
+	live := s.live
+	if meta.FindStatusCondition(tj.Status.Conditions, trainer.TrainJobComponentsCreated) == nil {
+		live = nil
+	}
+	rt, err := runtimes.Snapshot(ctx, s.client, live, s.decoder, tj)
 	switch {
 	case err == nil:
 		return rt, nil

@@ -28,12 +28,13 @@ func SnapshotName(tj *trainer.TrainJob) string { return tj.Name + SnapshotSuffix
 
 // Snapshot reads the runtime tj runs from out of its snapshot, from cached
 // and, when the cache does not have the snapshot (taken a moment ago),
-// live. It is a NotFound API error when the snapshot is not taken yet.
+// live, unless live is nil. It is a NotFound API error when the snapshot is
+// not taken yet.
 func Snapshot(ctx context.Context, cached, live client.Reader, decoder runtime.Decoder, tj *trainer.TrainJob) (*pipeline.Runtime, error) {
 	key := client.ObjectKey{Namespace: tj.Namespace, Name: SnapshotName(tj)}
 	cm := &corev1.ConfigMap{}
 	err := cached.Get(ctx, key, cm)
-	if apierrors.IsNotFound(err) {
+	if apierrors.IsNotFound(err) && live != nil {
 		err = live.Get(ctx, key, cm)
 	}
 	if err != nil {

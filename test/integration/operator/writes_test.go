@@ -122,20 +122,27 @@ func (c *requestCounter) of(ns string) map[request]int {
 }
 
 // writes are the operator's writes in a namespace between two counts, in
-// words ("apply jobsets": 1): to objects, and to events apart.
-type writes struct{ objects, events map[string]int }
+// words ("apply jobsets": 1): to objects, and to events apart; and its
+// reads, which only the log shows (a read after a write depends on how far
+// the cache lags).
+type writes struct{ objects, events, reads map[string]int }
 
-func (w writes) String() string { return fmt.Sprintf("objects %v, events %v", w.objects, w.events) }
+func (w writes) String() string {
+	return fmt.Sprintf("objects %v, events %v (reads %v)", w.objects, w.events, w.reads)
+}
 
 func writesBetween(before, after map[request]int) writes {
-	w := writes{objects: map[string]int{}, events: map[string]int{}}
+	w := writes{objects: map[string]int{}, events: map[string]int{}, reads: map[string]int{}}
 	for r, n := range after {
-		if n -= before[r]; n == 0 || !r.write() {
+		if n -= before[r]; n == 0 {
 			continue
 		}
-		if r.Resource == "events" {
+		switch {
+		case !r.write():
+			w.reads[r.String()] += n
+		case r.Resource == "events":
 			w.events[r.String()] += n
-		} else {
+		default:
 			w.objects[r.String()] += n
 		}
 	}
