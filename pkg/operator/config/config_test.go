@@ -39,7 +39,7 @@ func TestDefault(t *testing.T) {
 			WebhookServiceName: "kubectl-trainjob-webhook-service",
 			WebhookSecretName:  "kubectl-trainjob-webhook-cert",
 		},
-		ClientConnection: ClientConnection{QPS: ptr.To[float32](50), Burst: ptr.To[int32](100)},
+		ClientConnection: ClientConnection{QPS: ptr.To[float32](500), Burst: ptr.To[int32](1000)},
 		StatusServer:     StatusServer{Port: ptr.To[int32](10443), QPS: ptr.To[float32](5), Burst: ptr.To[int32](10)},
 		Controller: Controller{GroupKindConcurrency: map[string]int{
 			"TrainJob.trainer.kubeflow.org":               5,
