@@ -57,6 +57,7 @@ sel etcd && build etcd "$ETCD_VERSION" etcd .
 sel kube-apiserver && build kube-apiserver "$KUBE_VERSION" kube k8s.io/kubernetes/cmd/kube-apiserver "$(kube_ldflags)"
 sel kube-controller-manager && build kube-controller-manager "$KUBE_VERSION" kube k8s.io/kubernetes/cmd/kube-controller-manager "$(kube_ldflags)"
 sel kube-scheduler && build kube-scheduler "$KUBE_VERSION" kube k8s.io/kubernetes/cmd/kube-scheduler "$(kube_ldflags)"
+sel kubectl && build kubectl "$KUBE_VERSION" kube k8s.io/kubernetes/cmd/kubectl "$(kube_ldflags)"
 sel jobset && build jobset "$JOBSET_VERSION" controllers sigs.k8s.io/jobset
 sel kwok && build kwok "$KWOK_VERSION" controllers sigs.k8s.io/kwok/cmd/kwok
 sel krew && build krew "$KREW_VERSION" krew sigs.k8s.io/krew/cmd/krew
