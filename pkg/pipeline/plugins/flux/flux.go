@@ -268,7 +268,7 @@ func (*Flux) Build(_ context.Context, info *pipeline.RuntimeInfo, trainJob *trai
 	resources, _ := info.TrainerResources()
 	scripts, err := renderScripts(scriptParams{
 		jobName:  trainJob.Name,
-		domain:   subdomain(info, trainJob) + "." + trainJob.Namespace + ".svc.cluster.local",
+		domain:   info.Subdomain(trainJob) + "." + trainJob.Namespace + ".svc.cluster.local",
 		nodes:    ps.Count,
 		tasks:    tasks,
 		gpus:     pipeline.GPUsPerNode(resources),
@@ -293,16 +293,6 @@ func (*Flux) Build(_ context.Context, info *pipeline.RuntimeInfo, trainJob *trai
 			Data:       map[string][]byte{curveCertKey: []byte(cert)},
 		},
 	}, nil
-}
-
-// subdomain is the pods' DNS subdomain: the JobSet's network.subdomain, or
-// the TrainJob's name as the JobSet plugin defaults it. Upstream always
-// takes the name.
-func subdomain(info *pipeline.RuntimeInfo, trainJob *trainer.TrainJob) string {
-	if n := info.Template.Network; n != nil && n.Subdomain != "" {
-		return n.Subdomain
-	}
-	return trainJob.Name
 }
 
 func fluxPolicy(info *pipeline.RuntimeInfo) *trainer.FluxMLPolicySource {

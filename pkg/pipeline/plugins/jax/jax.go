@@ -62,7 +62,7 @@ func (*JAX) EnforceMLPolicy(info *pipeline.RuntimeInfo, trainJob *trainer.TrainJ
 	pipeline.UpsertEnv(c,
 		corev1.EnvVar{Name: EnvNumProcesses, Value: strconv.Itoa(int(ps.Count))},
 		pipeline.CompletionIndexEnv(EnvProcessID),
-		corev1.EnvVar{Name: EnvCoordinatorAddress, Value: rankZeroHost(info, ps, trainJob.Name) + ":" + strconv.Itoa(trainer.ContainerTrainerPort)},
+		corev1.EnvVar{Name: EnvCoordinatorAddress, Value: info.FirstEndpoint(trainJob, ps.Name) + ":" + strconv.Itoa(trainer.ContainerTrainerPort)},
 	)
 	pipeline.UpsertPort(c, corev1.ContainerPort{ContainerPort: trainer.ContainerTrainerPort})
 	return nil
@@ -71,15 +71,4 @@ func (*JAX) EnforceMLPolicy(info *pipeline.RuntimeInfo, trainJob *trainer.TrainJ
 // Validate accepts every TrainJob: JAX has no settings of its own to check.
 func (*JAX) Validate(context.Context, *pipeline.RuntimeInfo, *trainer.TrainJob, *trainer.TrainJob) (admission.Warnings, field.ErrorList) {
 	return nil, nil
-}
-
-// rankZeroHost is the DNS name of the pod set's first pod, as the JobSet
-// plugin names endpoints: <job>-<rjob>-0-0.<subdomain>. Upstream hard-codes
-// <job>-node-0-0.<job>, which is the same for the shipped runtimes.
-func rankZeroHost(info *pipeline.RuntimeInfo, ps *pipeline.PodSet, jobName string) string {
-	subdomain := jobName
-	if n := info.Template.Network; n != nil && n.Subdomain != "" {
-		subdomain = n.Subdomain
-	}
-	return jobName + "-" + ps.Name + "-0-0." + subdomain
 }

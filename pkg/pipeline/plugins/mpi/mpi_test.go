@@ -150,22 +150,12 @@ func trainJob(t *testing.T, trainerSpec string) *trainer.TrainJob {
 	return pipelinetest.TrainJob(t, doc)
 }
 
-// fillEndpoints names the pods as the JobSet plugin's PreBuildSync does:
-// <job>-<rjob>-<replica>-<index>.<subdomain>, with one replica.
-func fillEndpoints(info *pipeline.RuntimeInfo, jobName string) {
-	subdomain := jobName
-	if info.Template.Network != nil && info.Template.Network.Subdomain != "" {
-		subdomain = info.Template.Network.Subdomain
-	}
+// fillEndpoints names the pods as the JobSet plugin's PreBuildSync does,
+// with one replica.
+func fillEndpoints(info *pipeline.RuntimeInfo, tj *trainer.TrainJob) {
 	for k := range info.PodSets {
-		rjob, count := info.PodSets[k].Name, info.PodSets[k].Count
-		info.PodSets[k].Endpoints = func(yield func(string) bool) {
-			for i := range count {
-				if !yield(fmt.Sprintf("%s-%s-0-%d.%s", jobName, rjob, i, subdomain)) {
-					return
-				}
-			}
-		}
+		ps := &info.PodSets[k]
+		ps.Endpoints = pipeline.Endpoints(tj.Name, ps.Name, 1, ps.Count, info.Subdomain(tj))
 	}
 }
 
@@ -471,7 +461,7 @@ func TestHostfile(t *testing.T) {
 			if err != nil {
 				t.Fatalf("EnforceMLPolicy: %v", err)
 			}
-			fillEndpoints(info, tj.Name)
+			fillEndpoints(info, tj)
 			objs, err := newMPI(t, nil).Build(context.Background(), info, tj)
 			if err != nil {
 				t.Fatalf("Build: %v", err)
@@ -555,7 +545,7 @@ func TestBuild(t *testing.T) {
 			if err := m.EnforceMLPolicy(info, tj); err != nil {
 				t.Fatal(err)
 			}
-			fillEndpoints(info, tj.Name)
+			fillEndpoints(info, tj)
 			got, err := m.Build(context.Background(), info, tj)
 			if !errors.Is(err, tc.wantErr) {
 				t.Fatalf("Build error = %v, want %v", err, tc.wantErr)

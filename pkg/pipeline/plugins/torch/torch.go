@@ -86,7 +86,7 @@ func (*Torch) EnforceMLPolicy(info *pipeline.RuntimeInfo, tj *trainer.TrainJob) 
 	}
 	res, _ := info.TrainerResources()
 	nproc, gpus := settleNumProcPerNode(jt, res)
-	addr := masterAddr(tj.Name)
+	addr := masterAddr(info, ps, tj)
 
 	if c := ps.Container(trainer.Node); jt != nil && c != nil {
 		env := petEnv(nodes, nproc, addr)
@@ -257,8 +257,14 @@ func cpusPerNode(res corev1.ResourceRequirements) int32 {
 	return int32(min(max(q.Value(), 1), 1<<31-1))
 }
 
-func masterAddr(job string) string {
-	return job + "-" + trainer.Node + "-0-0." + job
+// masterAddr is the DNS name of the first trainer pod, where torchrun's
+// rendezvous runs; without a trainer pod set, that of the `node` job.
+func masterAddr(info *pipeline.RuntimeInfo, ps *pipeline.PodSet, tj *trainer.TrainJob) string {
+	rjob := trainer.Node
+	if ps != nil {
+		rjob = ps.Name
+	}
+	return info.FirstEndpoint(tj, rjob)
 }
 
 // petEnv are the five PET_* variables: the first three are what every

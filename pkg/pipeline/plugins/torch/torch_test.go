@@ -226,6 +226,33 @@ func TestEnforceMLPolicyTrainerStepWithoutNodeContainer(t *testing.T) {
 	}
 }
 
+// The master is the first pod of the trainer job, whatever its name, under
+// the JobSet's subdomain; upstream writes alpha-node-0-0.alpha regardless.
+func TestMasterAddrIsTheFirstTrainerPod(t *testing.T) {
+	rt := pipelinetest.Runtime(t, `
+kind: ClusterTrainingRuntime
+metadata: {name: torch-distributed}
+spec:
+  mlPolicy: {torch: {}}
+  template:
+    spec:
+      network: {subdomain: workers}
+      replicatedJobs:
+      - name: trainer
+        template:
+          metadata: {labels: {trainer.kubeflow.org/trainjob-ancestor-step: trainer}}
+          spec: {template: {spec: {containers: [{name: node, image: pytorch/pytorch}]}}}
+`)
+	info, err := enforce(t, rt, trainJob(t, "torch-distributed", `{numNodes: 2}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := concat(torchrunEnv("2", "1")[:3], []corev1.EnvVar{env("PET_MASTER_ADDR", "alpha-trainer-0-0.workers"), env("PET_MASTER_PORT", "29500")})
+	if diff := cmp.Diff(want, trainerResultOf(t, info).Env); diff != "" {
+		t.Errorf("env (-want +got):\n%s", diff)
+	}
+}
+
 // The CPU rounding and GPU rules of spec §2.6, on the resources of the
 // trainer's `node` container after resourcesPerNode is merged in.
 func TestNumProcPerNode(t *testing.T) {

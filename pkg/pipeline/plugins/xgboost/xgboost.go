@@ -71,7 +71,7 @@ func (*XGBoost) EnforceMLPolicy(info *pipeline.RuntimeInfo, trainJob *trainer.Tr
 	workersPerNode := max(pipeline.GPUsPerNode(resources), 1)
 	numWorkers := min(int64(ps.Count)*workersPerNode, math.MaxInt32)
 	pipeline.UpsertEnv(c,
-		corev1.EnvVar{Name: EnvTrackerURI, Value: rankZeroHost(info, ps, trainJob.Name)},
+		corev1.EnvVar{Name: EnvTrackerURI, Value: info.FirstEndpoint(trainJob, ps.Name)},
 		corev1.EnvVar{Name: EnvTrackerPort, Value: strconv.Itoa(trainer.ContainerTrainerPort)},
 		pipeline.CompletionIndexEnv(EnvTaskID),
 		corev1.EnvVar{Name: EnvNumWorker, Value: strconv.FormatInt(numWorkers, 10)},
@@ -93,15 +93,4 @@ func (*XGBoost) Validate(_ context.Context, info *pipeline.RuntimeInfo, _, newOb
 		}
 	}
 	return nil, errs
-}
-
-// rankZeroHost is the DNS name of the pod set's first pod, as the JobSet
-// plugin names endpoints: <job>-<rjob>-0-0.<subdomain>. Upstream hard-codes
-// <job>-node-0-0.<job>, which is the same for the shipped runtimes.
-func rankZeroHost(info *pipeline.RuntimeInfo, ps *pipeline.PodSet, jobName string) string {
-	subdomain := jobName
-	if n := info.Template.Network; n != nil && n.Subdomain != "" {
-		subdomain = n.Subdomain
-	}
-	return jobName + "-" + ps.Name + "-0-0." + subdomain
 }
