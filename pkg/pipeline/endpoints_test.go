@@ -21,12 +21,12 @@ func TestEndpoints(t *testing.T) {
 			wantFirst: "alpha-node-0-0.alpha",
 		},
 		"an empty subdomain is the default": {
-			network:   "network: {subdomain: ''}",
+			network:   "{subdomain: ''}",
 			want:      []string{"alpha-node-0-0.alpha", "alpha-node-0-1.alpha", "alpha-node-1-0.alpha", "alpha-node-1-1.alpha"},
 			wantFirst: "alpha-node-0-0.alpha",
 		},
 		"the JobSet's subdomain": {
-			network:   "network: {subdomain: workers}",
+			network:   "{subdomain: workers}",
 			want:      []string{"alpha-node-0-0.workers", "alpha-node-0-1.workers", "alpha-node-1-0.workers", "alpha-node-1-1.workers"},
 			wantFirst: "alpha-node-0-0.workers",
 		},
@@ -34,17 +34,8 @@ func TestEndpoints(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			tj := pipelinetest.TrainJob(t, `{metadata: {name: alpha}, spec: {runtimeRef: {name: plain}}}`)
-			info := pipelinetest.Info(t, tj, pipelinetest.Runtime(t, `
-kind: ClusterTrainingRuntime
-metadata: {name: plain}
-spec:
-  template:
-    spec:
-      `+tc.network+`
-      replicatedJobs:
-      - name: node
-        template: {spec: {template: {spec: {containers: [{name: node, image: app:v1}]}}}}
-`))
+			rt := pipelinetest.TrainerRuntime{Name: "plain", Network: tc.network, Pod: "{containers: [{name: node, image: app:v1}]}"}
+			info := pipelinetest.Info(t, tj, rt.Runtime(t))
 			got := slices.Collect(pipeline.Endpoints(tj.Name, "node", 2, 2, info.Subdomain(tj)))
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("Endpoints (-want +got):\n%s", diff)

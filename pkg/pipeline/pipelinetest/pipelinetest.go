@@ -3,6 +3,8 @@
 package pipelinetest
 
 import (
+	"cmp"
+	"strings"
 	"testing"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -65,4 +67,42 @@ func Info(t testing.TB, tj *trainer.TrainJob, rt *pipeline.Runtime) *pipeline.Ru
 		t.Fatalf("NewRuntimeInfo: %v", err)
 	}
 	return info
+}
+
+// TrainerRuntime is a ClusterTrainingRuntime whose one replicated job is
+// the trainer step, the shape of most shipped runtimes. The fields are YAML
+// flow style; empty ones are left out.
+type TrainerRuntime struct {
+	Name     string // the runtime's name
+	MLPolicy string // e.g. {numNodes: 2, torch: {}}
+	Network  string // the JobSet's network, e.g. {subdomain: workers}
+	Job      string // the replicated job's name; `node` when empty
+	Pod      string // the job's pod spec, e.g. {containers: [{name: node, image: app:v1}]}
+}
+
+// YAML is the runtime as a user would write it.
+func (r TrainerRuntime) YAML() string {
+	var b strings.Builder
+	b.WriteString("apiVersion: trainer.kubeflow.org/v1alpha1\nkind: ClusterTrainingRuntime\nmetadata: {name: " + r.Name + "}\nspec:\n")
+	if r.MLPolicy != "" {
+		b.WriteString("  mlPolicy: " + r.MLPolicy + "\n")
+	}
+	b.WriteString("  template:\n    spec:\n")
+	if r.Network != "" {
+		b.WriteString("      network: " + r.Network + "\n")
+	}
+	job := cmp.Or(r.Job, trainer.Node)
+	b.WriteString(`      replicatedJobs:
+      - name: ` + job + `
+        template:
+          metadata: {labels: {trainer.kubeflow.org/trainjob-ancestor-step: trainer}}
+          spec: {template: {spec: ` + r.Pod + `}}
+`)
+	return b.String()
+}
+
+// Runtime decodes the runtime, failing the test on error.
+func (r TrainerRuntime) Runtime(t testing.TB) *pipeline.Runtime {
+	t.Helper()
+	return Runtime(t, r.YAML())
 }

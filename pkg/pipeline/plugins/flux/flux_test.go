@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/ecdh"
 	"crypto/sha256"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,26 +31,10 @@ import (
 // `node` container), initContainers a flow sequence.
 func fluxRuntime(t *testing.T, mlPolicy, network, node, initContainers string) *pipeline.Runtime {
 	t.Helper()
-	return pipelinetest.Runtime(t, fmt.Sprintf(`
-kind: ClusterTrainingRuntime
-metadata: {name: flux-distributed}
-spec:
-  mlPolicy: %s
-  template:
-    spec:
-      network: %s
-      replicatedJobs:
-      - name: node
-        template:
-          metadata:
-            labels: {trainer.kubeflow.org/trainjob-ancestor-step: trainer}
-          spec:
-            template:
-              spec:
-                initContainers: %s
-                containers:
-                - {name: node, image: "ubuntu:jammy", %s}
-`, mlPolicy, network, initContainers, node))
+	return pipelinetest.TrainerRuntime{
+		Name: "flux-distributed", MLPolicy: mlPolicy, Network: network,
+		Pod: `{initContainers: ` + initContainers + `, containers: [{name: node, image: "ubuntu:jammy", ` + node + `}]}`,
+	}.Runtime(t)
 }
 
 // trainJob is the TrainJob `alpha` of UID uid-0001; trainerSpec is a flow

@@ -2,7 +2,6 @@ package jax
 
 import (
 	"context"
-	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -15,26 +14,10 @@ import (
 // jaxRuntime has the shape of the shipped jax-distributed runtime, with
 // mlPolicy and the trainer container's name as parameters.
 func jaxRuntime(mlPolicy, container string) string {
-	return fmt.Sprintf(`
-kind: ClusterTrainingRuntime
-metadata: {name: jax-distributed}
-spec:
-  mlPolicy: %s
-  template:
-    spec:
-      replicatedJobs:
-      - name: node
-        template:
-          metadata:
-            labels: {trainer.kubeflow.org/trainjob-ancestor-step: trainer}
-          spec:
-            template:
-              spec:
-                containers:
-                - name: %s
-                  image: nvcr.io/nvidia/jax:25.10-py3
-                  env: [{name: XLA_FLAGS, value: --xla_gpu_enable_latency_hiding_scheduler=true}]
-`, mlPolicy, container)
+	return pipelinetest.TrainerRuntime{
+		Name: "jax-distributed", MLPolicy: mlPolicy,
+		Pod: `{containers: [{name: ` + container + `, image: nvcr.io/nvidia/jax:25.10-py3, env: [{name: XLA_FLAGS, value: --xla_gpu_enable_latency_hiding_scheduler=true}]}]}`,
+	}.YAML()
 }
 
 func TestEnforceMLPolicy(t *testing.T) {

@@ -117,26 +117,10 @@ spec:
 
 // oneJobRuntime has a single replicated job, the trainer step.
 func oneJobRuntime(jobName, mlPolicy string) string {
-	return fmt.Sprintf(`
-apiVersion: trainer.kubeflow.org/v1alpha1
-kind: ClusterTrainingRuntime
-metadata: {name: mpi-one-job}
-spec:
-  mlPolicy: %s
-  template:
-    spec:
-      replicatedJobs:
-      - name: %s
-        template:
-          metadata:
-            labels: {trainer.kubeflow.org/trainjob-ancestor-step: trainer}
-          spec:
-            template:
-              spec:
-                containers:
-                - name: node
-                  image: mpi-runtime
-`, mlPolicy, jobName)
+	return pipelinetest.TrainerRuntime{
+		Name: "mpi-one-job", MLPolicy: mlPolicy, Job: jobName,
+		Pod: `{containers: [{name: node, image: mpi-runtime}]}`,
+	}.YAML()
 }
 
 // trainJob is the TrainJob `alpha`; trainerSpec is a flow mapping for

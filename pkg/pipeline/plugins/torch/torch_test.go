@@ -21,27 +21,7 @@ import (
 // style.
 func trainerRuntime(t testing.TB, mlPolicy, container string) *pipeline.Runtime {
 	t.Helper()
-	return pipelinetest.Runtime(t, fmt.Sprintf(`
-apiVersion: trainer.kubeflow.org/v1alpha1
-kind: ClusterTrainingRuntime
-metadata:
-  name: torch-distributed
-spec:
-  mlPolicy: %s
-  template:
-    spec:
-      replicatedJobs:
-      - name: node
-        template:
-          metadata:
-            labels:
-              trainer.kubeflow.org/trainjob-ancestor-step: trainer
-          spec:
-            template:
-              spec:
-                containers:
-                - %s
-`, mlPolicy, container))
+	return pipelinetest.TrainerRuntime{Name: "torch-distributed", MLPolicy: mlPolicy, Pod: `{containers: [` + container + `]}`}.Runtime(t)
 }
 
 // torchRuntime is torch-distributed with mlPolicy.numNodes 2 and the `node`
@@ -229,20 +209,10 @@ func TestEnforceMLPolicyTrainerStepWithoutNodeContainer(t *testing.T) {
 // The master is the first pod of the trainer job, whatever its name, under
 // the JobSet's subdomain; upstream writes alpha-node-0-0.alpha regardless.
 func TestMasterAddrIsTheFirstTrainerPod(t *testing.T) {
-	rt := pipelinetest.Runtime(t, `
-kind: ClusterTrainingRuntime
-metadata: {name: torch-distributed}
-spec:
-  mlPolicy: {torch: {}}
-  template:
-    spec:
-      network: {subdomain: workers}
-      replicatedJobs:
-      - name: trainer
-        template:
-          metadata: {labels: {trainer.kubeflow.org/trainjob-ancestor-step: trainer}}
-          spec: {template: {spec: {containers: [{name: node, image: pytorch/pytorch}]}}}
-`)
+	rt := pipelinetest.TrainerRuntime{
+		Name: "torch-distributed", MLPolicy: "{torch: {}}", Network: "{subdomain: workers}", Job: "trainer",
+		Pod: "{containers: [{name: node, image: pytorch/pytorch}]}",
+	}.Runtime(t)
 	info, err := enforce(t, rt, trainJob(t, "torch-distributed", `{numNodes: 2}`))
 	if err != nil {
 		t.Fatal(err)

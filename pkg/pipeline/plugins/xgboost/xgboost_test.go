@@ -2,7 +2,6 @@ package xgboost
 
 import (
 	"context"
-	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -18,27 +17,10 @@ import (
 // network and resources are flow mappings.
 func xgboostRuntime(t *testing.T, mlPolicy, network, resources string) *pipeline.Runtime {
 	t.Helper()
-	return pipelinetest.Runtime(t, fmt.Sprintf(`
-kind: ClusterTrainingRuntime
-metadata: {name: xgboost-distributed}
-spec:
-  mlPolicy: %s
-  template:
-    spec:
-      network: %s
-      replicatedJobs:
-      - name: node
-        template:
-          metadata:
-            labels: {trainer.kubeflow.org/trainjob-ancestor-step: trainer}
-          spec:
-            template:
-              spec:
-                containers:
-                - name: node
-                  image: ghcr.io/kubeflow/trainer/xgboost-runtime
-                  resources: %s
-`, mlPolicy, network, resources))
+	return pipelinetest.TrainerRuntime{
+		Name: "xgboost-distributed", MLPolicy: mlPolicy, Network: network,
+		Pod: `{containers: [{name: node, image: ghcr.io/kubeflow/trainer/xgboost-runtime, resources: ` + resources + `}]}`,
+	}.Runtime(t)
 }
 
 // trainJob is the TrainJob `alpha`; trainerSpec is a flow mapping for
