@@ -70,13 +70,15 @@ func Info(t testing.TB, tj *trainer.TrainJob, rt *pipeline.Runtime) *pipeline.Ru
 }
 
 // TrainerRuntime is a ClusterTrainingRuntime whose one replicated job is
-// the trainer step, the shape of most shipped runtimes. The fields are YAML
+// the trainer step (unless Step says otherwise), the shape of most shipped
+// runtimes. The fields are YAML
 // flow style; empty ones are left out.
 type TrainerRuntime struct {
 	Name     string // the runtime's name
 	MLPolicy string // e.g. {numNodes: 2, torch: {}}
 	Network  string // the JobSet's network, e.g. {subdomain: workers}
 	Job      string // the replicated job's name; `node` when empty
+	Step     string // the job's trainjob-ancestor-step; `trainer` when empty
 	Pod      string // the job's pod spec, e.g. {containers: [{name: node, image: app:v1}]}
 }
 
@@ -95,7 +97,7 @@ func (r TrainerRuntime) YAML() string {
 	b.WriteString(`      replicatedJobs:
       - name: ` + job + `
         template:
-          metadata: {labels: {trainer.kubeflow.org/trainjob-ancestor-step: trainer}}
+          metadata: {labels: {trainer.kubeflow.org/trainjob-ancestor-step: ` + cmp.Or(r.Step, trainer.AncestorTrainer) + `}}
           spec: {template: {spec: ` + r.Pod + `}}
 `)
 	return b.String()

@@ -47,16 +47,8 @@ func (*JAX) EnforceMLPolicy(info *pipeline.RuntimeInfo, trainJob *trainer.TrainJ
 	if src := info.MLPolicySource(); src == nil || src.JAX == nil {
 		return nil
 	}
-	ps := info.TrainerPodSet()
-	if ps == nil {
-		return nil
-	}
-	tr := trainJob.Spec.Trainer
-	if tr != nil && tr.NumNodes != nil {
-		ps.Count = *tr.NumNodes
-	}
-	c := ps.Container(trainer.Node)
-	if tr == nil || c == nil {
+	ps, c := info.SizeTrainer(trainJob)
+	if c == nil {
 		return nil
 	}
 	pipeline.UpsertEnv(c,

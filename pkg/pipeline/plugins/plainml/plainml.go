@@ -33,22 +33,16 @@ func (*PlainML) EnforceMLPolicy(info *pipeline.RuntimeInfo, trainJob *trainer.Tr
 	if src := info.MLPolicySource(); src != nil && (src.Torch != nil || src.MPI != nil || src.JAX != nil) {
 		return nil
 	}
-	tr := trainJob.Spec.Trainer
-	ps := info.TrainerPodSet()
-	if tr == nil || ps == nil {
+	_, c := info.SizeTrainer(trainJob)
+	if c == nil {
 		return nil
 	}
-	if tr.NumNodes != nil {
-		ps.Count = *tr.NumNodes
-	}
-	if c := ps.Container(trainer.Node); c != nil {
-		for _, e := range tr.Env {
-			// The template must not share memory with the TrainJob.
-			if e.ValueFrom != nil {
-				e.ValueFrom = e.ValueFrom.DeepCopy()
-			}
-			pipeline.UpsertEnv(c, e)
+	for _, e := range trainJob.Spec.Trainer.Env {
+		// The template must not share memory with the TrainJob.
+		if e.ValueFrom != nil {
+			e.ValueFrom = e.ValueFrom.DeepCopy()
 		}
+		pipeline.UpsertEnv(c, e)
 	}
 	return nil
 }

@@ -53,16 +53,8 @@ func (*XGBoost) EnforceMLPolicy(info *pipeline.RuntimeInfo, trainJob *trainer.Tr
 	if src := info.MLPolicySource(); src == nil || src.XGBoost == nil {
 		return nil
 	}
-	ps := info.TrainerPodSet()
-	if ps == nil {
-		return nil
-	}
-	tr := trainJob.Spec.Trainer
-	if tr != nil && tr.NumNodes != nil {
-		ps.Count = *tr.NumNodes
-	}
-	c := ps.Container(trainer.Node)
-	if tr == nil || c == nil {
+	ps, c := info.SizeTrainer(trainJob)
+	if c == nil {
 		return nil
 	}
 	// Merged resources: GPUs set only in the runtime count even when the
