@@ -108,3 +108,14 @@ func (r TrainerRuntime) Runtime(t testing.TB) *pipeline.Runtime {
 	t.Helper()
 	return Runtime(t, r.YAML())
 }
+
+// TrainJobOn is the TrainJob alpha (see TrainJob) of the runtime named
+// runtime, with spec.trainer given as a YAML flow mapping ("" for none).
+func TrainJobOn(t testing.TB, runtime, trainerSpec string) *trainer.TrainJob {
+	t.Helper()
+	doc := "metadata: {name: alpha}\nspec:\n  runtimeRef: {name: " + runtime + "}\n"
+	if trainerSpec != "" {
+		doc += "  trainer: " + trainerSpec + "\n"
+	}
+	return TrainJob(t, doc)
+}

@@ -41,11 +41,7 @@ func fluxRuntime(t *testing.T, mlPolicy, network, node, initContainers string) *
 // mapping for spec.trainer, or "" for none.
 func trainJob(t *testing.T, trainerSpec string) *trainer.TrainJob {
 	t.Helper()
-	doc := "metadata: {name: alpha}\nspec:\n  runtimeRef: {name: flux-distributed}\n"
-	if trainerSpec != "" {
-		doc += "  trainer: " + trainerSpec + "\n"
-	}
-	return pipelinetest.TrainJob(t, doc)
+	return pipelinetest.TrainJobOn(t, "flux-distributed", trainerSpec)
 }
 
 // enforce runs the plugin's EnforceMLPolicy alone on a fresh RuntimeInfo.

@@ -85,11 +85,7 @@ func TestEnforceMLPolicy(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			doc := "metadata: {name: alpha}\nspec:\n  runtimeRef: {name: jax-distributed}\n"
-			if tc.trainer != "" {
-				doc += "  trainer: " + tc.trainer + "\n"
-			}
-			tj := pipelinetest.TrainJob(t, doc)
+			tj := pipelinetest.TrainJobOn(t, "jax-distributed", tc.trainer)
 			info := pipelinetest.Info(t, tj, pipelinetest.Runtime(t, tc.runtime))
 			if err := (&JAX{}).EnforceMLPolicy(info, tj); err != nil {
 				t.Fatalf("EnforceMLPolicy: %v", err)

@@ -127,11 +127,7 @@ func oneJobRuntime(jobName, mlPolicy string) string {
 // spec.trainer, or "" for none.
 func trainJob(t *testing.T, trainerSpec string) *trainer.TrainJob {
 	t.Helper()
-	doc := "metadata: {name: alpha}\nspec:\n  runtimeRef: {name: mpi}\n"
-	if trainerSpec != "" {
-		doc += "  trainer: " + trainerSpec + "\n"
-	}
-	return pipelinetest.TrainJob(t, doc)
+	return pipelinetest.TrainJobOn(t, "mpi", trainerSpec)
 }
 
 // fillEndpoints names the pods as the JobSet plugin's PreBuildSync does,

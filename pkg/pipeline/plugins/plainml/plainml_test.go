@@ -117,11 +117,7 @@ func TestEnforceMLPolicy(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			doc := "metadata: {name: alpha}\nspec:\n  runtimeRef: {name: plain}\n"
-			if tc.trainer != "" {
-				doc += "  trainer: " + tc.trainer + "\n"
-			}
-			tj := pipelinetest.TrainJob(t, doc)
+			tj := pipelinetest.TrainJobOn(t, "plain", tc.trainer)
 			info := pipelinetest.Info(t, tj, initializerRuntime(t, tc.mlPolicy))
 			if err := (&PlainML{}).EnforceMLPolicy(info, tj); err != nil {
 				t.Fatalf("EnforceMLPolicy: %v", err)

@@ -31,24 +31,6 @@ func torchRuntime(t testing.TB, resources string) *pipeline.Runtime {
 	return trainerRuntime(t, `{numNodes: 2, torch: {}}`, `{name: node, image: pytorch/pytorch, resources: `+resources+`}`)
 }
 
-// trainJob is TrainJob "alpha" on runtimeName with spec.trainer given in
-// YAML flow style ("" for none).
-func trainJob(t testing.TB, runtimeName, trainerSpec string) *trainer.TrainJob {
-	t.Helper()
-	doc := `
-apiVersion: trainer.kubeflow.org/v1alpha1
-kind: TrainJob
-metadata:
-  name: alpha
-spec:
-  runtimeRef:
-    name: ` + runtimeName + "\n"
-	if trainerSpec != "" {
-		doc += "  trainer: " + trainerSpec + "\n"
-	}
-	return pipelinetest.TrainJob(t, doc)
-}
-
 // trainerResult is what the plugin settles on the trainer step.
 type trainerResult struct {
 	Count   int32
@@ -180,7 +162,7 @@ func TestEnforceMLPolicy(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			info, err := enforce(t, tc.runtime, trainJob(t, "torch-distributed", tc.trainer))
+			info, err := enforce(t, tc.runtime, pipelinetest.TrainJobOn(t, "torch-distributed", tc.trainer))
 			if err != nil {
 				t.Fatalf("EnforceMLPolicy: %v", err)
 			}
@@ -193,7 +175,7 @@ func TestEnforceMLPolicy(t *testing.T) {
 
 func TestEnforceMLPolicyTrainerStepWithoutNodeContainer(t *testing.T) {
 	rt := trainerRuntime(t, `{torch: {}}`, `{name: trainer, image: pytorch/pytorch}`)
-	info, err := enforce(t, rt, trainJob(t, "odd", `{numNodes: 4, env: [{name: A, value: "1"}]}`))
+	info, err := enforce(t, rt, pipelinetest.TrainJobOn(t, "odd", `{numNodes: 4, env: [{name: A, value: "1"}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +195,7 @@ func TestMasterAddrIsTheFirstTrainerPod(t *testing.T) {
 		Name: "torch-distributed", MLPolicy: "{torch: {}}", Network: "{subdomain: workers}", Job: "trainer",
 		Pod: "{containers: [{name: node, image: pytorch/pytorch}]}",
 	}.Runtime(t)
-	info, err := enforce(t, rt, trainJob(t, "torch-distributed", `{numNodes: 2}`))
+	info, err := enforce(t, rt, pipelinetest.TrainJobOn(t, "torch-distributed", `{numNodes: 2}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +241,7 @@ func TestNumProcPerNode(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			info, err := enforce(t, torchRuntime(t, tc.runtimeResources), trainJob(t, "torch-distributed", tc.trainer))
+			info, err := enforce(t, torchRuntime(t, tc.runtimeResources), pipelinetest.TrainJobOn(t, "torch-distributed", tc.trainer))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -411,13 +393,13 @@ func TestEnvInjection(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			info, err := enforce(t, envInjectionRuntime(t, tc.targets), trainJob(t, tc.runtimeRef, tc.trainer))
+			info, err := enforce(t, envInjectionRuntime(t, tc.targets), pipelinetest.TrainJobOn(t, tc.runtimeRef, tc.trainer))
 			if tc.wantErr != "" {
 				if err == nil || err.Error() != tc.wantErr {
 					t.Fatalf("error = %v, want %q", err, tc.wantErr)
 				}
 				// Nothing was changed before the error.
-				untouched := pipelinetest.Info(t, trainJob(t, tc.runtimeRef, tc.trainer), envInjectionRuntime(t, tc.targets))
+				untouched := pipelinetest.Info(t, pipelinetest.TrainJobOn(t, tc.runtimeRef, tc.trainer), envInjectionRuntime(t, tc.targets))
 				if diff := cmp.Diff(untouched.Template, info.Template); diff != "" {
 					t.Errorf("template changed before the error (-before +after):\n%s", diff)
 				}
@@ -466,36 +448,36 @@ func TestValidate(t *testing.T) {
 		{
 			name:    "torchrun TrainJob with its own env is valid",
 			runtime: torchRuntime(t, "{}"),
-			tj:      trainJob(t, "torch-distributed", `{numNodes: 2, env: [{name: NCCL_DEBUG, value: INFO}]}`),
+			tj:      pipelinetest.TrainJobOn(t, "torch-distributed", `{numNodes: 2, env: [{name: NCCL_DEBUG, value: INFO}]}`),
 		},
 		{
 			name:    "reserved envs are listed sorted",
 			runtime: torchRuntime(t, "{}"),
-			tj:      trainJob(t, "torch-distributed", reservedTrainer),
+			tj:      pipelinetest.TrainJobOn(t, "torch-distributed", reservedTrainer),
 			want: field.ErrorList{field.Invalid(field.NewPath("spec", "trainer", "env"), reservedEnv,
 				"must not have reserved envs, invalid envs configured: [PET_MASTER_ADDR PET_NODE_RANK]")},
 		},
 		{
 			name:    "reserved envs are refused for torchtune too",
 			runtime: torchtuneRuntime(t, `{}`),
-			tj:      trainJob(t, "torchtune-llama3.2-1b", `{command: [tune, run], env: [{name: PET_NNODES, value: "2"}]}`),
+			tj:      pipelinetest.TrainJobOn(t, "torchtune-llama3.2-1b", `{command: [tune, run], env: [{name: PET_NNODES, value: "2"}]}`),
 			want: field.ErrorList{field.Invalid(field.NewPath("spec", "trainer", "env"), []corev1.EnvVar{env("PET_NNODES", "2")},
 				"must not have reserved envs, invalid envs configured: [PET_NNODES]")},
 		},
 		{
 			name:    "runtime without mlPolicy.torch: nothing is checked",
 			runtime: trainerRuntime(t, `{}`, `{name: node, image: busybox}`),
-			tj:      trainJob(t, "plain", reservedTrainer),
+			tj:      pipelinetest.TrainJobOn(t, "plain", reservedTrainer),
 		},
 		{
 			name:    "envInjection into an init container and a sidecar is valid",
 			runtime: envInjectionRuntime(t, `[{jobName: node, containerNames: [preflight, metrics]}, {jobName: aux, containerNames: [setup]}]`),
-			tj:      trainJob(t, "torch-with-checks", `{numNodes: 2}`),
+			tj:      pipelinetest.TrainJobOn(t, "torch-with-checks", `{numNodes: 2}`),
 		},
 		{
 			name:    "envInjection: missing job and missing container, each reported",
 			runtime: envInjectionRuntime(t, `[{jobName: launcher, containerNames: [check]}, {jobName: aux, containerNames: [watcher, sidecar]}]`),
-			tj:      trainJob(t, "torch-with-checks", `{numNodes: 2}`),
+			tj:      pipelinetest.TrainJobOn(t, "torch-with-checks", `{numNodes: 2}`),
 			want: field.ErrorList{
 				field.Invalid(field.NewPath("spec", "runtimeRef"), "torch-with-checks",
 					`envInjection target podSet "launcher" container "check" not found in runtime template`),
@@ -506,7 +488,7 @@ func TestValidate(t *testing.T) {
 		{
 			name:    "envInjection is checked without spec.trainer",
 			runtime: envInjectionRuntime(t, `[{jobName: node, containerNames: [sidecar]}]`),
-			tj:      trainJob(t, "torch-with-checks", ""),
+			tj:      pipelinetest.TrainJobOn(t, "torch-with-checks", ""),
 			want: field.ErrorList{field.Invalid(field.NewPath("spec", "runtimeRef"), "torch-with-checks",
 				`envInjection target podSet "node" container "sidecar" not found in runtime template`)},
 		},
@@ -528,8 +510,8 @@ func TestEnforceMLPolicyIsIdempotent(t *testing.T) {
 		rt   *pipeline.Runtime
 		tj   *trainer.TrainJob
 	}{
-		{"torchrun", trainerRuntime(t, `{torch: {envInjection: {targets: []}}}`, `{name: node, image: pytorch/pytorch}`), trainJob(t, "torch-distributed", `{numNodes: 3, env: [{name: A, value: "1"}]}`)},
-		{"torchtune", torchtuneRuntime(t, "{}"), trainJob(t, "torchtune-llama3.2-1b", `{command: [tune, run], args: ["model.lora_attn_modules=[q_proj]"]}`)},
+		{"torchrun", trainerRuntime(t, `{torch: {envInjection: {targets: []}}}`, `{name: node, image: pytorch/pytorch}`), pipelinetest.TrainJobOn(t, "torch-distributed", `{numNodes: 3, env: [{name: A, value: "1"}]}`)},
+		{"torchtune", torchtuneRuntime(t, "{}"), pipelinetest.TrainJobOn(t, "torchtune-llama3.2-1b", `{command: [tune, run], args: ["model.lora_attn_modules=[q_proj]"]}`)},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -559,13 +541,13 @@ func BenchmarkEnforceMLPolicy(b *testing.B) {
 		{
 			name: "torchrun with envInjection",
 			rt:   envInjectionRuntime(b, `[{jobName: node, containerNames: [preflight]}]`),
-			tj: trainJob(b, "torch-with-checks",
+			tj: pipelinetest.TrainJobOn(b, "torch-with-checks",
 				`{numNodes: 64, env: [{name: NCCL_DEBUG, value: INFO}, {name: TRAIN_JOB, value: "1"}], resourcesPerNode: {limits: {nvidia.com/gpu: "8"}}}`),
 		},
 		{
 			name: "torchtune",
 			rt:   torchtuneRuntime(b, `{limits: {nvidia.com/gpu: "8"}}`),
-			tj:   trainJob(b, "torchtune-llama3.3-70b", `{numNodes: 64, command: [tune, run], args: [epochs=1]}`),
+			tj:   pipelinetest.TrainJobOn(b, "torchtune-llama3.3-70b", `{numNodes: 64, command: [tune, run], args: [epochs=1]}`),
 		},
 	}
 	p := &Torch{}

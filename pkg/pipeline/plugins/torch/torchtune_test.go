@@ -213,7 +213,7 @@ func TestTorchTuneCommand(t *testing.T) {
 			if ref == "" {
 				ref = "torchtune-llama3.2-1b"
 			}
-			info, err := enforce(t, tc.runtime, trainJob(t, ref, tc.trainer))
+			info, err := enforce(t, tc.runtime, pipelinetest.TrainJobOn(t, ref, tc.trainer))
 			if err != nil {
 				t.Fatalf("EnforceMLPolicy: %v", err)
 			}
@@ -222,7 +222,7 @@ func TestTorchTuneCommand(t *testing.T) {
 				t.Errorf("command (-want +got):\n%s", diff)
 			}
 			// Args are the TrainJob's, after the command, as config overrides.
-			if diff := cmp.Diff(trainJob(t, ref, tc.trainer).Spec.Trainer.Args, got.Args); diff != "" {
+			if diff := cmp.Diff(pipelinetest.TrainJobOn(t, ref, tc.trainer).Spec.Trainer.Args, got.Args); diff != "" {
 				t.Errorf("args (-want +got):\n%s", diff)
 			}
 		})
@@ -233,7 +233,7 @@ func TestTorchTuneCommand(t *testing.T) {
 // trainer gets no PET_MASTER_* variables; the rest is as for torchrun.
 func TestTorchTuneEnv(t *testing.T) {
 	info, err := enforce(t, torchtuneRuntime(t, twoGPUs),
-		trainJob(t, "torchtune-llama3.2-1b", `{command: [tune, run], numNodes: 1, env: [{name: HF_HOME, value: /workspace/cache}]}`))
+		pipelinetest.TrainJobOn(t, "torchtune-llama3.2-1b", `{command: [tune, run], numNodes: 1, env: [{name: HF_HOME, value: /workspace/cache}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -393,7 +393,7 @@ func TestTorchTuneValidate(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := validate(t, torchtuneRuntime(t, tc.runtime), trainJob(t, tc.runtimeRef, tc.trainer))
+			got := validate(t, torchtuneRuntime(t, tc.runtime), pipelinetest.TrainJobOn(t, tc.runtimeRef, tc.trainer))
 			if diff := cmp.Diff(tc.want, got, quantityEqual); diff != "" {
 				t.Errorf("errors (-want +got):\n%s", diff)
 			}

@@ -27,11 +27,7 @@ func xgboostRuntime(t *testing.T, mlPolicy, network, resources string) *pipeline
 // spec.trainer, or "" for none.
 func trainJob(t *testing.T, trainerSpec string) *trainer.TrainJob {
 	t.Helper()
-	doc := "metadata: {name: alpha}\nspec:\n  runtimeRef: {name: xgboost-distributed}\n"
-	if trainerSpec != "" {
-		doc += "  trainer: " + trainerSpec + "\n"
-	}
-	return pipelinetest.TrainJob(t, doc)
+	return pipelinetest.TrainJobOn(t, "xgboost-distributed", trainerSpec)
 }
 
 func dmlcEnv(trackerURI, numWorker string) []corev1.EnvVar {
