@@ -13,10 +13,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"iter"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -83,7 +81,7 @@ func (j *JobSet) PreBuildSync(info *pipeline.RuntimeInfo, trainJob *trainer.Trai
 		if rj == nil {
 			continue
 		}
-		ps.Endpoints = endpoints(trainJob.Name, rj.Name, max(rj.Replicas, 1), ps.Count, subdomain)
+		ps.Endpoints = pipeline.Endpoints(trainJob.Name, rj.Name, max(rj.Replicas, 1), ps.Count, subdomain)
 		setInt32(&rj.Template.Spec.Parallelism, ps.Count)
 		setInt32(&rj.Template.Spec.Completions, ps.Count)
 	}
@@ -97,29 +95,6 @@ func replicatedJob(info *pipeline.RuntimeInfo, k int) *jobsetv1alpha2.Replicated
 		return &rjs[k]
 	}
 	return info.ReplicatedJob(&info.PodSets[k])
-}
-
-// endpoints yields `<job>-<rjob>-<replica>-<index>.<subdomain>` for every pod
-// of every replica, computing each name only when it is asked for: a
-// thousand-node job costs nothing until a plugin (MPI's hostfile) reads it.
-func endpoints(job, rjob string, replicas, count int32, subdomain string) iter.Seq[string] {
-	return func(yield func(string) bool) {
-		prefix := job + "-" + rjob + "-"
-		buf := make([]byte, 0, len(prefix)+len(subdomain)+24)
-		for r := range replicas {
-			for i := range count {
-				buf = append(buf[:0], prefix...)
-				buf = strconv.AppendInt(buf, int64(r), 10)
-				buf = append(buf, '-')
-				buf = strconv.AppendInt(buf, int64(i), 10)
-				buf = append(buf, '.')
-				buf = append(buf, subdomain...)
-				if !yield(string(buf)) {
-					return
-				}
-			}
-		}
-	}
 }
 
 // setInt32 sets *p to v, reusing the pointee: the template is the

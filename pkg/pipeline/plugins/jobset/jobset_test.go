@@ -286,7 +286,7 @@ func endpointNames(prefix string, n int, suffix string) []string {
 }
 
 func TestEndpointsAreLazy(t *testing.T) {
-	seq := endpoints("alpha", "node", 1, 1_000_000, "alpha")
+	seq := pipeline.Endpoints("alpha", "node", 1, 1_000_000, "alpha")
 	var got []string
 	for e := range seq {
 		got = append(got, e)
