@@ -306,6 +306,48 @@ spec: {runtimeRef: {name: torch, kind: TrainingRuntime}, runtimePatches: [{manag
 	}
 }
 
+// TestDefaulterOnlyForRuntimePatches: the API server calls the defaulter
+// only for a TrainJob with runtimePatches (its matchConditions), the only
+// thing it stamps; every other TrainJob is admitted without the round trip.
+func TestDefaulterOnlyForRuntimePatches(t *testing.T) {
+	ns := optest.NewNamespace(t, env.Client)
+	createTrainingRuntime(t, ns, "torch", torchSpec())
+	calls := func() float64 {
+		t.Helper()
+		families, err := scrape(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := sample(families, "controller_runtime_webhook_requests_total",
+			map[string]string{"code": "200", "webhook": "/mutate-trainer-kubeflow-org-v1alpha1-trainjob"})
+		if err != nil {
+			return 0 // not called yet
+		}
+		return m.GetCounter().GetValue()
+	}
+
+	before := calls()
+	create(t, trainJobYAML(t, ns, `
+metadata: {name: plain}
+spec: {runtimeRef: {name: torch, kind: TrainingRuntime}, suspend: true}`))
+	if got := calls(); got != before {
+		t.Errorf("creating a TrainJob without runtimePatches called the defaulter %v times, want none", got-before)
+	}
+	patched := trainJobYAML(t, ns, `
+metadata: {name: patched}
+spec:
+  runtimeRef: {name: torch, kind: TrainingRuntime}
+  suspend: true
+  runtimePatches: [{manager: kueue.x-k8s.io/manager}]`)
+	create(t, patched)
+	if got := calls(); got != before+1 {
+		t.Errorf("creating a TrainJob with runtimePatches called the defaulter %v times, want once", got-before)
+	}
+	if p := patched.Spec.RuntimePatches[0]; p.Time == nil {
+		t.Errorf("the runtimePatch has no time: %+v", p)
+	}
+}
+
 func terminationGracePeriod(name string, seconds int) string {
 	return fmt.Sprintf(`
 metadata: {name: %s}
