@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/config"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/controller"
@@ -34,6 +35,7 @@ import (
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/pages"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/webhook"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline/plugins/jobset"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/scheme"
 )
 
@@ -193,8 +195,12 @@ func cacheOptions(cfg *config.Configuration) cache.Options {
 // trimForCache drops from every cached object what no reader of the
 // operator reads and what can be as large as the rest of the object: its
 // managed fields, and kubectl's last-applied-configuration annotation (a
-// copy of the object as kubectl last applied it).
+// copy of the object as kubectl last applied it); and from JobSets their
+// pod templates (jobset.TrimForCache).
 func trimForCache(in any) (any, error) {
+	if js, ok := in.(*jobsetv1alpha2.JobSet); ok {
+		jobset.TrimForCache(js)
+	}
 	obj, err := meta.Accessor(in)
 	if err != nil {
 		// A tombstone: nothing to trim.

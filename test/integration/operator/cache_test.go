@@ -2,13 +2,18 @@ package operator_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/controller"
@@ -58,5 +63,63 @@ func TestCacheScope(t *testing.T) {
 			}
 		}
 		return nil
+	})
+}
+
+// TestCacheTrimsJobSets: the operator's cache holds a JobSet without its
+// pod templates (jobset.TrimForCache), what the TrainJob's status needs
+// still there: the replicated jobs' names, spec.suspend and the status.
+func TestCacheTrimsJobSets(t *testing.T) {
+	ns := optest.NewNamespace(t, env.Client)
+	createTrainingRuntime(t, ns, "torch", torchSpec())
+	tj := newTrainJob(ns, "trimmed", trainer.TrainingRuntimeKind, "torch")
+	tj.Spec.Suspend = ptr.To(true)
+	create(t, tj)
+	stored := jobSetOf(t, tj)
+	if len(stored.Spec.ReplicatedJobs) == 0 || len(stored.Spec.ReplicatedJobs[0].Template.Spec.Template.Spec.Containers) == 0 {
+		t.Fatalf("the stored JobSet has no pod template: %+v", stored.Spec)
+	}
+	setJobSetStatus(t, tj, func(s *jobsetv1alpha2.JobSetStatus) {
+		s.ReplicatedJobsStatus = []jobsetv1alpha2.ReplicatedJobStatus{{Name: trainer.Node, Suspended: 1}}
+	})
+
+	var cached jobsetv1alpha2.JobSet
+	optest.Eventually(t, "the operator's cache holds the JobSet with its status", func(ctx context.Context) error {
+		if err := optest.Get(ctx, op.Cache(), key(tj), &cached); err != nil {
+			return err
+		}
+		if len(cached.Status.ReplicatedJobsStatus) == 0 {
+			return errors.New("no status yet")
+		}
+		return nil
+	})
+	var names []string
+	for _, rj := range cached.Spec.ReplicatedJobs {
+		names = append(names, rj.Name)
+		if !equality.Semantic.DeepEqual(rj.Template, batchv1.JobTemplateSpec{}) {
+			t.Errorf("the cached JobSet keeps the template of %s: %+v", rj.Name, rj.Template)
+		}
+	}
+	var want []string
+	for _, rj := range stored.Spec.ReplicatedJobs {
+		want = append(want, rj.Name)
+	}
+	if diff := cmp.Diff(want, names); diff != "" {
+		t.Errorf("cached replicated jobs (-stored +cached):\n%s", diff)
+	}
+	if !ptr.Deref(cached.Spec.Suspend, false) {
+		t.Error("the cached JobSet lost spec.suspend")
+	}
+	if cached.Annotations[controller.AppliedHashAnnotation] == "" || cached.ManagedFields != nil {
+		t.Errorf("cached metadata: annotations %v, %d managed fields; want the applied hash and no managed fields",
+			cached.Annotations, len(cached.ManagedFields))
+	}
+	trainJobMatches(t, tj, "the TrainJob reports the JobSet's replicated job suspended", func(got *trainer.TrainJob) error {
+		for _, js := range got.Status.JobsStatus {
+			if js.Name == trainer.Node && ptr.Deref(js.Suspended, 0) == 1 {
+				return nil
+			}
+		}
+		return fmt.Errorf("jobsStatus %+v", got.Status.JobsStatus)
 	})
 }

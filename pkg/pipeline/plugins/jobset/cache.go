@@ -1,0 +1,24 @@
+package jobset
+
+import (
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+)
+
+// TrimForCache drops from a JobSet what the plugin never reads from the
+// operator's cache: everything in its spec but whether it is suspended,
+// who manages it, and the names and replicas of its replicated jobs. The
+// pod templates go, by far the largest part of a JobSet: the plugin reads
+// its JobSet only for Status (the status, and the replicated jobs' names
+// before the JobSet controller reports), for whether it runs (spec.suspend)
+// and at admission (the status); whether the JobSet is as built the
+// operator tells from the hash it applied with, in the metadata.
+func TrimForCache(js *jobsetv1alpha2.JobSet) {
+	var jobs []jobsetv1alpha2.ReplicatedJob
+	if len(js.Spec.ReplicatedJobs) > 0 {
+		jobs = make([]jobsetv1alpha2.ReplicatedJob, len(js.Spec.ReplicatedJobs))
+		for k, rj := range js.Spec.ReplicatedJobs {
+			jobs[k] = jobsetv1alpha2.ReplicatedJob{Name: rj.Name, Replicas: rj.Replicas}
+		}
+	}
+	js.Spec = jobsetv1alpha2.JobSetSpec{Suspend: js.Spec.Suspend, ManagedBy: js.Spec.ManagedBy, ReplicatedJobs: jobs}
+}
