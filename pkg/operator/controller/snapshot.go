@@ -23,6 +23,9 @@ import (
 // §2.5 step 1). The first reconcile copies the live runtime into the
 // TrainJob's snapshot ConfigMap; every later one reads the snapshot, so a
 // runtime can change or go away without touching TrainJobs that use it.
+// The first reconcile builds from the live runtime while the snapshot is
+// written: if writing it fails, the reconcile fails and the next one takes
+// the snapshot again, from the runtime as it is then.
 type snapshots struct {
 	client  client.Client
 	live    client.Reader
@@ -34,9 +37,10 @@ func newSnapshots(c client.Client, live client.Reader, scheme *runtime.Scheme) *
 	return &snapshots{client: c, live: live, scheme: scheme, decoder: serializer.NewCodecFactory(scheme).UniversalDeserializer()}
 }
 
-// runtime returns tj's runtime from its snapshot, taking the snapshot first
-// when there is none. apply server-side applies an object.
-func (s *snapshots) runtime(ctx context.Context, tj *trainer.TrainJob, apply func(context.Context, client.Object) error) (*pipeline.Runtime, error) {
+// runtime returns tj's runtime from its snapshot or, when there is none,
+// from the live runtime, with the snapshot ConfigMap to take of it (nil
+// when the snapshot exists). The caller applies the snapshot.
+func (s *snapshots) runtime(ctx context.Context, tj *trainer.TrainJob) (*pipeline.Runtime, *corev1.ConfigMap, error) {
 	// The live read when the cache misses the snapshot matters: taking a
 	// snapshot the cache has not seen yet again could copy a runtime
 	// changed since. A TrainJob no reconcile has reported on has no
@@ -50,23 +54,20 @@ func (s *snapshots) runtime(ctx context.Context, tj *trainer.TrainJob, apply fun
 	rt, err := runtimes.Snapshot(ctx, s.client, live, s.decoder, tj)
 	switch {
 	case err == nil:
-		return rt, nil
+		return rt, nil, nil
 	case !apierrors.IsNotFound(err):
-		return nil, err
+		return nil, nil, err
 	}
 
 	rt, err = runtimes.Get(ctx, s.client, s.live, tj)
 	if err != nil {
-		return nil, missingRuntimeError(tj, err)
+		return nil, nil, missingRuntimeError(tj, err)
 	}
 	snapshot, err := newSnapshot(s.scheme, rt, tj)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if err := apply(ctx, snapshot); err != nil {
-		return nil, fmt.Errorf("create runtime snapshot: %w", err)
-	}
-	return rt, nil
+	return rt, snapshot, nil
 }
 
 // missingRuntimeError words a failure to read the runtime as upstream does.

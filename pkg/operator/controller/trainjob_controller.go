@@ -156,7 +156,7 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, tj *trainer.TrainJob
 // anything, and sets ComponentsCreated.
 func (r *TrainJobReconciler) build(ctx context.Context, u *statusUpdate) (bool, error) {
 	tj := u.tj
-	objs, err := r.buildObjects(ctx, tj)
+	objs, saved, err := r.buildObjects(ctx, tj)
 	if err != nil {
 		var applyErr *applyError
 		if !errors.As(err, &applyErr) {
@@ -175,24 +175,48 @@ func (r *TrainJobReconciler) build(ctx context.Context, u *statusUpdate) (bool, 
 	// Once a reconcile has built, the objects may exist where the cache
 	// does not show them yet.
 	mayExist := meta.FindStatusCondition(tj.Status.Conditions, trainer.TrainJobComponentsCreated) != nil
+	var errApply error
 	for _, obj := range objs {
-		if err := r.applyBuilt(ctx, tj, obj, mayExist); err != nil {
-			return false, r.creationFailed(u, err)
+		if errApply = r.applyBuilt(ctx, tj, obj, mayExist); errApply != nil {
+			break
 		}
+	}
+	if err := errors.Join(saved(), errApply); err != nil {
+		return false, r.creationFailed(u, err)
 	}
 	u.setCondition(trainer.TrainJobComponentsCreated, metav1.ConditionTrue, trainer.TrainJobJobsCreatedReason, ComponentsCreatedMessage)
 	return len(objs) > 0, nil
 }
 
 // buildObjects resolves the TrainJob's runtime through its snapshot and runs
-// the Build phase of the framework.
-func (r *TrainJobReconciler) buildObjects(ctx context.Context, tj *trainer.TrainJob) ([]client.Object, error) {
-	rt, err := r.snapshots.runtime(ctx, tj, func(ctx context.Context, obj client.Object) error { return r.apply(ctx, tj, obj) })
+// the Build phase of the framework. When the snapshot is still to be taken,
+// it is applied meanwhile, and saved waits for that and returns its error:
+// the caller calls it once it has applied the objects (buildObjects does
+// when it fails, and then returns the snapshot's error first).
+func (r *TrainJobReconciler) buildObjects(ctx context.Context, tj *trainer.TrainJob) (objs []client.Object, saved func() error, err error) {
+	rt, snapshot, err := r.snapshots.runtime(ctx, tj)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	objs, _, err := r.framework.Build(ctx, tj, rt, pipeline.BuildOptions{})
-	return objs, err
+	saved = func() error { return nil }
+	if snapshot != nil {
+		done := make(chan error, 1)
+		go func() { done <- r.apply(ctx, tj, snapshot) }()
+		saved = func() error {
+			if err := <-done; err != nil {
+				return fmt.Errorf("create runtime snapshot: %w", err)
+			}
+			return nil
+		}
+	}
+	objs, _, err = r.framework.Build(ctx, tj, rt, pipeline.BuildOptions{})
+	if err != nil {
+		if saveErr := saved(); saveErr != nil {
+			return nil, nil, saveErr
+		}
+		return nil, nil, err
+	}
+	return objs, saved, nil
 }
 
 func (r *TrainJobReconciler) creationFailed(u *statusUpdate, err error) error {
