@@ -28,5 +28,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
-	fmt.Printf("\nsummary: %s; operator profiles (go tool pprof -top): %s\n", path, filepath.Join(k.Out, "operator-*.pprof"))
+	fmt.Printf("\nsummary: %s; profiles (go tool pprof -top): %s, %s\n", path,
+		filepath.Join(k.Out, "operator-*.pprof"), filepath.Join(k.Out, "apiserver-cpu.pprof"))
 }

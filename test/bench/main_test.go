@@ -56,7 +56,8 @@ func TestSmoke(t *testing.T) {
 	if s.Build.Runs != 1 || s.Build.MicrosPerOp <= 0 || s.Build.AllocsPerOp <= 0 {
 		t.Errorf("Build micro-benchmark: %+v", s.Build)
 	}
-	for name, top := range map[string]string{"CPU": s.Profiles.CPU, "heap": s.Profiles.Heap, "heap after restart": s.Profiles.HeapRestarted} {
+	for name, top := range map[string]string{"CPU": s.Profiles.CPU, "heap": s.Profiles.Heap, "heap after restart": s.Profiles.HeapRestarted,
+		"API server CPU": s.Profiles.APIServerCPU} {
 		if !strings.Contains(top, "flat%") {
 			t.Errorf("%s profile: no pprof -top table:\n%s", name, top)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
 
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/stack"
 )
@@ -44,12 +45,15 @@ func scrape(ctx context.Context, op *stack.Operator) (operatorMetrics, error) {
 // insecureClient reads the operator's endpoints, served with a certificate it made itself.
 var insecureClient = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the operator's self-signed certificate
 
-func get(ctx context.Context, url string) ([]byte, error) {
+func get(ctx context.Context, url string) ([]byte, error) { return getWith(ctx, insecureClient, url) }
+
+// getWith GETs url with client hc and returns the body of a 200 answer.
+func getWith(ctx context.Context, hc *http.Client, url string) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := insecureClient.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return nil, err
 	}
@@ -192,16 +196,37 @@ func pprofTop(ctx context.Context, pprofAddr, profile, path string, binary strin
 	if err != nil {
 		return "", err
 	}
+	args := []string{binary}
+	if strings.HasPrefix(profile, "heap") {
+		args = []string{"-sample_index=inuse_space", binary}
+	}
+	return saveTop(ctx, data, path, args...)
+}
+
+// saveTop writes profile data to path and returns its `go tool pprof -top`, given pprof's args before the
+// profile (a binary for symbols, the sample index).
+func saveTop(ctx context.Context, data []byte, path string, args ...string) (string, error) {
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		return "", err
 	}
-	args := []string{"tool", "pprof", "-top", "-nodecount=25"}
-	if strings.HasPrefix(profile, "heap") {
-		args = append(args, "-sample_index=inuse_space")
-	}
-	out, err := exec.CommandContext(ctx, "go", append(args, binary, path)...).CombinedOutput()
+	args = append(append([]string{"tool", "pprof", "-top", "-nodecount=25"}, args...), path)
+	out, err := exec.CommandContext(ctx, "go", args...).CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("go tool pprof %s: %w\n%s", path, err, out)
 	}
 	return string(out), nil
+}
+
+// apiServerCPU saves a CPU profile of the API server's, seconds long, to path and returns `go tool pprof -top`
+// of it (the API server serves /debug/pprof to its admin).
+func (b *bench) apiServerCPU(ctx context.Context, seconds int, path string) (string, error) {
+	hc, err := rest.HTTPClientFor(b.cluster.Config)
+	if err != nil {
+		return "", err
+	}
+	data, err := getWith(ctx, hc, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", strings.TrimSuffix(b.cluster.Config.Host, "/"), seconds))
+	if err != nil {
+		return "", err
+	}
+	return saveTop(ctx, data, path)
 }

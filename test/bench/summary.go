@@ -97,11 +97,12 @@ type BuildResult struct {
 }
 
 // Profiles are `go tool pprof -top` of the operator: CPU during an A round, heap with everything loaded and
-// after the restart.
+// after the restart; and of the API server's CPU during that A round.
 type Profiles struct {
 	CPU           string `json:"cpu"`
 	Heap          string `json:"heap"`
 	HeapRestarted string `json:"heapRestarted"`
+	APIServerCPU  string `json:"apiServerCPU"`
 }
 
 // Target is one goal of the issue: met when Value ≤ Limit.

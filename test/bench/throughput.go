@@ -93,15 +93,21 @@ func (b *bench) throughput(ctx context.Context) error {
 	return b.profiledRound(ctx)
 }
 
-// profiledRound runs one more A round (not counted) while the operator's CPU is profiled.
+// profiledRound runs one more A round (not counted) while the CPU of the operator and of the API server are
+// profiled.
 func (b *bench) profiledRound(ctx context.Context) error {
 	seconds := int(math.Ceil(median(b.summary.Throughput.A)))
-	b.logf("throughput: one more A round (not counted) with a %ds CPU profile of the operator", seconds)
+	b.logf("throughput: one more A round (not counted) with a %ds CPU profile of the operator and of the API server", seconds)
 	profile := filepath.Join(b.out, "operator-cpu.pprof")
 	var g errgroup.Group
 	g.Go(func() error {
 		top, err := pprofTop(ctx, b.pprofAddr, fmt.Sprintf("profile?seconds=%d", seconds), profile, b.binary)
 		b.summary.Profiles.CPU = top
+		return err
+	})
+	g.Go(func() error {
+		top, err := b.apiServerCPU(ctx, seconds, filepath.Join(b.out, "apiserver-cpu.pprof"))
+		b.summary.Profiles.APIServerCPU = top
 		return err
 	})
 	_, err := b.round(ctx, kindA, b.k.N, "bench-profiled-a")
