@@ -201,7 +201,7 @@ func (r *TrainJobReconciler) buildObjects(ctx context.Context, tj *trainer.Train
 	saved = func() error { return nil }
 	if snapshot != nil {
 		done := make(chan error, 1)
-		go func() { done <- r.apply(ctx, tj, snapshot) }()
+		go func() { done <- r.createSnapshot(ctx, tj, snapshot) }()
 		saved = func() error {
 			if err := <-done; err != nil {
 				return fmt.Errorf("create runtime snapshot: %w", err)
@@ -217,6 +217,23 @@ func (r *TrainJobReconciler) buildObjects(ctx context.Context, tj *trainer.Train
 		return nil, nil, err
 	}
 	return objs, saved, nil
+}
+
+// createSnapshot creates the runtime snapshot as field manager `trainer`. A
+// create costs the API server less than the server-side apply of a new
+// object, and the snapshot is never rewritten while it exists; when it
+// exists already (a reconcile took it and then failed to write the status,
+// and the cache has not seen it yet), it is applied over, as the runtime it
+// holds must be the one this reconcile builds from.
+func (r *TrainJobReconciler) createSnapshot(ctx context.Context, tj *trainer.TrainJob, snapshot *corev1.ConfigMap) error {
+	err := r.client.Create(ctx, snapshot.DeepCopy(), client.FieldOwner(FieldManager))
+	if apierrors.IsAlreadyExists(err) {
+		return r.apply(ctx, tj, snapshot)
+	}
+	if err != nil {
+		return &applyError{kind: "ConfigMap", name: snapshot.Name, err: err}
+	}
+	return nil
 }
 
 func (r *TrainJobReconciler) creationFailed(u *statusUpdate, err error) error {
