@@ -42,7 +42,7 @@ func TestDefault(t *testing.T) {
 		ClientConnection: ClientConnection{QPS: ptr.To[float32](500), Burst: ptr.To[int32](1000)},
 		StatusServer:     StatusServer{Port: ptr.To[int32](10443), QPS: ptr.To[float32](5), Burst: ptr.To[int32](10)},
 		Controller: Controller{GroupKindConcurrency: map[string]int{
-			"TrainJob.trainer.kubeflow.org":               5,
+			"TrainJob.trainer.kubeflow.org":               64,
 			"TrainingRuntime.trainer.kubeflow.org":        1,
 			"ClusterTrainingRuntime.trainer.kubeflow.org": 1,
 		}},
