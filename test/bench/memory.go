@@ -125,7 +125,7 @@ func (b *bench) createTrainJobs(ctx context.Context, ns string, n int, suspend b
 	go func() {
 		created <- createAll(ctx, b.admin, n, func(i int) client.Object { return trainJob(ns, i, suspend) })
 	}()
-	_, err = jobSets.until(ctx, n, created)
+	_, _, err = jobSets.until(ctx, n, created)
 	return err
 }
 

@@ -38,7 +38,9 @@ type ThroughputResult struct {
 	QPS   float32   `json:"qps"`
 	Burst int       `json:"burst"`
 	A     []float64 `json:"aSeconds"`
-	B     []float64 `json:"bSeconds"`
+	// ACreated is, per A round, the seconds until the last TrainJob create returned.
+	ACreated []float64 `json:"aCreatedSeconds"`
+	B        []float64 `json:"bSeconds"`
 	// Ratio is A/B of each pair of rounds (A B and B A of every block).
 	Ratio []float64 `json:"ratio"`
 	// The operator's requests per TrainJob over the A rounds, by verb and resource.
@@ -184,6 +186,7 @@ func (s *Summary) Print(w io.Writer) {
 		fmt.Fprintf(tw, "%s\t%.2f%s\t%.2f%s\t%.2f%s\t\n", name, minOf(v), unit, median(v), unit, maxOf(v), unit)
 	}
 	row("A: TrainJobs, operator makes JobSets", "s", t.A)
+	row("  of which creating the TrainJobs", "s", t.ACreated)
 	row("B: the same JobSets created directly", "s", t.B)
 	row("A/B, paired", "×", t.Ratio)
 	fmt.Fprintf(tw, "operator writes per TrainJob\t%.2f\t%s\n", t.Writes, by(t.WritesPerTrainJob))

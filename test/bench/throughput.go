@@ -46,6 +46,7 @@ const (
 type round struct {
 	kind     kind
 	seconds  float64
+	created  float64          // seconds from the first create until the last create returned
 	requests operatorRequests // the operator's, in the round's namespace (A only)
 	failed   float64          // failed reconciles during the round (A only)
 }
@@ -68,9 +69,10 @@ func (b *bench) throughput(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			b.logf("  repeat %d %s: %d JobSets in %.2fs", r, k, b.k.N, res.seconds)
+			b.logf("  repeat %d %s: %d JobSets in %.2fs (creates returned after %.2fs)", r, k, b.k.N, res.seconds, res.created)
 			if k == kindA {
 				t.A = append(t.A, res.seconds)
+				t.ACreated = append(t.ACreated, res.created)
 				requests.add(res.requests)
 				t.FailedReconciles += res.failed
 				pair[0] = res.seconds
@@ -151,11 +153,11 @@ func (b *bench) round(ctx context.Context, k kind, n int, ns string) (res round,
 			return b.jobSet(ns, i)
 		})
 	}()
-	end, err := jobSets.until(ctx, n, created)
+	end, createdAt, err := jobSets.until(ctx, n, created)
 	if err != nil {
 		return res, fmt.Errorf("round %s (%s, %d objects): %w", ns, k, n, err)
 	}
-	res.seconds = end.Sub(start).Seconds()
+	res.seconds, res.created = end.Sub(start).Seconds(), createdAt.Sub(start).Seconds()
 	if k == kindB {
 		return res, nil
 	}
@@ -285,24 +287,27 @@ func (jw *jobSetWatch) restart(ctx context.Context) error {
 	return err
 }
 
-// until returns when n JobSets exist: the time the n-th was seen. created reports the end of the creates;
-// an error there ends the wait.
-func (jw *jobSetWatch) until(ctx context.Context, n int, created <-chan error) (time.Time, error) {
+// until returns when n JobSets exist and the creates returned: the time the n-th JobSet was seen, and the
+// time the creates returned. created reports the end of the creates; an error there ends the wait.
+func (jw *jobSetWatch) until(ctx context.Context, n int, created <-chan error) (end, createdAt time.Time, err error) {
 	defer func() { jw.w.Stop() }()
-	for len(jw.seen) < n {
+	for len(jw.seen) < n || created != nil {
+		if len(jw.seen) >= n && end.IsZero() {
+			end = time.Now()
+		}
 		select {
 		case <-ctx.Done():
-			return time.Time{}, fmt.Errorf("%d of %d JobSets after the deadline: %w", len(jw.seen), n, ctx.Err())
+			return end, createdAt, fmt.Errorf("%d of %d JobSets after the deadline: %w", len(jw.seen), n, ctx.Err())
 		case err := <-created:
 			if err != nil {
-				return time.Time{}, err
+				return end, createdAt, err
 			}
-			created = nil
+			created, createdAt = nil, time.Now()
 		case ev, ok := <-jw.w.ResultChan():
 			if !ok || ev.Type == watch.Error {
 				jw.w.Stop()
 				if err := jw.restart(ctx); err != nil {
-					return time.Time{}, err
+					return end, createdAt, err
 				}
 				continue
 			}
@@ -313,5 +318,8 @@ func (jw *jobSetWatch) until(ctx context.Context, n int, created <-chan error) (
 			}
 		}
 	}
-	return time.Now(), nil
+	if end.IsZero() {
+		end = time.Now()
+	}
+	return end, createdAt, nil
 }
