@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,6 +35,9 @@ type follower struct {
 	out    *printer
 	plan   *plan
 	prefix bool
+	// seen is set once the TrainJob was seen running: pods seen before are followed from then on, so that a
+	// TrainJob already terminal when the follow begins has its logs read once, in pipeline order (finish).
+	seen   bool
 	pods   map[types.UID]*corev1.Pod
 	tails  map[tailKey]*followedTail
 	warned map[string]bool
@@ -90,6 +95,15 @@ func (f *follower) run(ctx context.Context) error {
 			if stage.Of(obj).Terminal() {
 				return f.finish(ctx, obj)
 			}
+			if !f.seen && f.plan != nil {
+				f.seen = true
+				for _, pod := range oldestFirst(f.pods) {
+					if err := f.pod(ctx, pod, false); err != nil {
+						return err
+					}
+				}
+			}
+			f.seen = true
 		case *corev1.Pod:
 			if ev.deleted {
 				delete(f.pods, obj.UID)
@@ -99,7 +113,7 @@ func (f *follower) run(ctx context.Context) error {
 			if err := f.resolvePlan(ctx); err != nil {
 				return err
 			}
-			if f.plan != nil {
+			if f.plan != nil && f.seen {
 				if err := f.pod(ctx, obj, ev.deleted); err != nil {
 					return err
 				}
@@ -180,7 +194,10 @@ func (f *follower) resolvePlan(ctx context.Context) error {
 		return tooManyStreams(n, f.o.MaxLogRequests)
 	}
 	f.plan, f.prefix = p, f.o.usePrefix(n, known)
-	for _, pod := range f.pods {
+	if !f.seen {
+		return nil // followed once the TrainJob is seen running
+	}
+	for _, pod := range oldestFirst(f.pods) {
 		if err := f.pod(ctx, pod, false); err != nil {
 			return err
 		}
@@ -255,6 +272,13 @@ func (f *follower) finish(ctx context.Context, tj *trainer.TrainJob) error {
 		if err := f.o.client.List(ctx, &pods, client.InNamespace(f.o.Namespace), client.MatchingLabels{jobsetv1alpha2.JobSetNameKey: f.o.Name}); err != nil {
 			return err
 		}
+		if len(f.tails) == 0 {
+			// Nothing followed yet: the TrainJob ended before the follow began. Each log is read once, in
+			// pipeline order.
+			if err := f.readInOrder(ctx, pods.Items); err != nil {
+				return err
+			}
+		}
 		for i := range pods.Items {
 			if err := f.pod(ctx, &pods.Items[i], false); err != nil {
 				return err
@@ -276,6 +300,45 @@ func (f *follower) finish(ctx context.Context, tj *trainer.TrainJob) error {
 		return cmdutil.WithExitCode(cmdutil.ExitFailed, errors.New(msg))
 	}
 	return nil
+}
+
+// readInOrder reads the logs of the pods the plan reads, newest pod of each step and rank, in pipeline order,
+// one after the other, and marks them read (finish then starts no tail for them).
+func (f *follower) readInOrder(ctx context.Context, pods []corev1.Pod) error {
+	var targets []podTarget
+	for i := range pods {
+		if t, ok := f.plan.match(&pods[i]); ok {
+			targets = append(targets, t)
+		}
+	}
+	for _, t := range latest(targets) {
+		name, err := containerOf(t.pod, t.step.container, f.o.Container != "")
+		if err != nil || !started(containerStatus(t.pod, name)) {
+			continue // finish's f.pod warns, or skips it
+		}
+		tl := newTail(f.o.clientset, f.o.Namespace, t.pod.Name, name, f.o.prefix(f.prefix, t.pod.Name, name), f.out, f.o.sinceSeconds(), f.o.tailLines())
+		if err := tl.read(ctx, false, false); err != nil {
+			return err
+		}
+		// Read to the end: a tail that signals ignore.
+		f.tails[tailKey{t.pod.UID, name}] = &followedTail{tail: tl, finishing: true, errOut: f.o.ErrOut}
+	}
+	return nil
+}
+
+// oldestFirst is the pods by creation time.
+func oldestFirst(pods map[types.UID]*corev1.Pod) []*corev1.Pod {
+	out := make([]*corev1.Pod, 0, len(pods))
+	for _, p := range pods {
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b *corev1.Pod) int {
+		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	return out
 }
 
 type signal int
