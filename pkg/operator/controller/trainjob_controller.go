@@ -28,10 +28,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/controller-runtime/pkg/recorder"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/eventrecorder"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/metrics"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/runtimes"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
@@ -47,21 +47,28 @@ type TrainJobReconciler struct {
 	live         client.Reader
 	scheme       *runtime.Scheme
 	framework    *pipeline.Framework
-	recorder     recorder.EventRecorder
+	recorder     eventRecorder
 	snapshots    *snapshots
 	stages       *stageClock
 	statusWrites *statusWrites
 	now          func() time.Time
 }
 
-// NewTrainJobReconciler builds the reconciler of mgr's TrainJobs.
+// eventRecorder records the TrainJob controller's Events.
+type eventRecorder interface {
+	Eventf(regarding, related runtime.Object, eventType, reason, action, note string, args ...any)
+}
+
+// NewTrainJobReconciler builds the reconciler of mgr's TrainJobs. Its
+// Events are written by an eventrecorder.Recorder that SetupWithManager
+// adds to mgr.
 func NewTrainJobReconciler(mgr manager.Manager, fw *pipeline.Framework) *TrainJobReconciler {
 	return &TrainJobReconciler{
 		client:       mgr.GetClient(),
 		live:         mgr.GetAPIReader(),
 		scheme:       mgr.GetScheme(),
 		framework:    fw,
-		recorder:     mgr.GetEventRecorder(TrainJobRecorderName),
+		recorder:     eventrecorder.New(mgr.GetClient(), mgr.GetScheme(), TrainJobRecorderName),
 		snapshots:    newSnapshots(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetScheme()),
 		stages:       &stageClock{seen: map[types.NamespacedName]stageSince{}},
 		statusWrites: &statusWrites{from: map[types.NamespacedName]string{}},
@@ -73,6 +80,11 @@ func NewTrainJobReconciler(mgr manager.Manager, fw *pipeline.Framework) *TrainJo
 // deletion of their runtime snapshots, and what the plugins ask for (the
 // JobSet plugin its JobSets, MPI its Secrets and ConfigMaps, …).
 func (r *TrainJobReconciler) SetupWithManager(mgr manager.Manager) error {
+	if rec, ok := r.recorder.(manager.Runnable); ok {
+		if err := mgr.Add(rec); err != nil {
+			return err
+		}
+	}
 	b := builder.ControllerManagedBy(mgr).
 		Named(TrainJobControllerName).
 		For(&trainer.TrainJob{}).
