@@ -49,11 +49,13 @@ test-unit: ## Unit tests, golden files and fuzz seed corpora (no cluster).
 
 .PHONY: test-integration
 test-integration: tools ## Tests against a real API server and the local GPU cluster.
-	go test $(GO_TEST_FLAGS) -timeout 40m ./test/...
+	# -count=1: these tests build and run the operator and the cluster's programs, which Go's test cache does not
+	# see; a cached pass could hide a change to them.
+	go test $(GO_TEST_FLAGS) -count=1 -timeout 40m ./test/...
 
 .PHONY: test-e2e
 test-e2e: tools build ## End-to-end tests and the demo's --no-wait run on the local simulated-GPU cluster (part of test-integration).
-	KUBECTL_TRAINJOB_BIN=$(CURDIR)/bin/kubectl-trainjob go test $(GO_TEST_FLAGS) -timeout 30m ./test/e2e/... ./test/demo/...
+	KUBECTL_TRAINJOB_BIN=$(CURDIR)/bin/kubectl-trainjob go test $(GO_TEST_FLAGS) -count=1 -timeout 30m ./test/e2e/... ./test/demo/...
 
 ##@ Demo
 # DEMO_ARGS=--no-wait stops everything once the sample TrainJob is Complete, for scripts.
