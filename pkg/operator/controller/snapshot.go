@@ -34,7 +34,7 @@ type snapshots struct {
 }
 
 func newSnapshots(c client.Client, live client.Reader, scheme *runtime.Scheme) *snapshots {
-	return &snapshots{client: c, live: live, scheme: scheme, decoder: serializer.NewCodecFactory(scheme).UniversalDeserializer()}
+	return &snapshots{client: c, live: live, scheme: scheme, decoder: newDecodingCache(serializer.NewCodecFactory(scheme).UniversalDeserializer())}
 }
 
 // runtime returns tj's runtime from its snapshot or, when there is none,
