@@ -95,15 +95,12 @@ func (f *follower) run(ctx context.Context) error {
 			if stage.Of(obj).Terminal() {
 				return f.finish(ctx, obj)
 			}
-			if !f.seen && f.plan != nil {
+			if !f.seen {
 				f.seen = true
-				for _, pod := range oldestFirst(f.pods) {
-					if err := f.pod(ctx, pod, false); err != nil {
-						return err
-					}
+				if err := f.followPods(ctx); err != nil {
+					return err
 				}
 			}
-			f.seen = true
 		case *corev1.Pod:
 			if ev.deleted {
 				delete(f.pods, obj.UID)
@@ -194,8 +191,13 @@ func (f *follower) resolvePlan(ctx context.Context) error {
 		return tooManyStreams(n, f.o.MaxLogRequests)
 	}
 	f.plan, f.prefix = p, f.o.usePrefix(n, known)
-	if !f.seen {
-		return nil // followed once the TrainJob is seen running
+	return f.followPods(ctx)
+}
+
+// followPods follows the pods seen so far, oldest first, once there is a plan and the TrainJob was seen running.
+func (f *follower) followPods(ctx context.Context) error {
+	if f.plan == nil || !f.seen {
+		return nil
 	}
 	for _, pod := range oldestFirst(f.pods) {
 		if err := f.pod(ctx, pod, false); err != nil {
@@ -305,13 +307,7 @@ func (f *follower) finish(ctx context.Context, tj *trainer.TrainJob) error {
 // readInOrder reads the logs of the pods the plan reads, newest pod of each step and rank, in pipeline order,
 // one after the other, and marks them read (finish then starts no tail for them).
 func (f *follower) readInOrder(ctx context.Context, pods []corev1.Pod) error {
-	var targets []podTarget
-	for i := range pods {
-		if t, ok := f.plan.match(&pods[i]); ok {
-			targets = append(targets, t)
-		}
-	}
-	for _, t := range latest(targets) {
+	for _, t := range f.plan.targets(pods) {
 		name, err := containerOf(t.pod, t.step.container, f.o.Container != "")
 		if err != nil || !started(containerStatus(t.pod, name)) {
 			continue // finish's f.pod warns, or skips it

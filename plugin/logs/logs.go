@@ -204,13 +204,7 @@ func (o *LogsOptions) Run(ctx context.Context) error {
 	if err := o.client.List(ctx, &pods, client.InNamespace(o.Namespace), client.MatchingLabels{jobsetv1alpha2.JobSetNameKey: o.Name}); err != nil {
 		return err
 	}
-	var targets []podTarget
-	for i := range pods.Items {
-		if t, ok := p.match(&pods.Items[i]); ok {
-			targets = append(targets, t)
-		}
-	}
-	targets = latest(targets)
+	targets := p.targets(pods.Items)
 	if len(targets) == 0 {
 		return fmt.Errorf("TrainJob %s has no pods for %s yet (stage %s); follow it with: kubectl trainjob logs %s -f", o.Name, p.describe(), stage.Of(tj), o.Name)
 	}

@@ -215,6 +215,17 @@ func podRank(pod *corev1.Pod, perJob int) (int, bool) {
 	return jobIndex*perJob + completion, true
 }
 
+// targets is what the plan reads of pods: the newest pod of each step and rank, in pipeline order.
+func (p *plan) targets(pods []corev1.Pod) []podTarget {
+	var targets []podTarget
+	for i := range pods {
+		if t, ok := p.match(&pods[i]); ok {
+			targets = append(targets, t)
+		}
+	}
+	return latest(targets)
+}
+
 // latest keeps, of the targets, the newest pod of each step and rank (a Job replaces a failed pod, a JobSet
 // restart replaces them all), in pipeline order, then rank order.
 func latest(targets []podTarget) []podTarget {
