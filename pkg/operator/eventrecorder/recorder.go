@@ -1,12 +1,13 @@
 // Package eventrecorder records the operator's Events (events.k8s.io/v1) as client-go's events recorder does —
 // the same Event, an isomorphic one repeated within six minutes folded into a series of the first — but keeps
-// only what the folding needs in memory: the name, count and times of each Event, not a copy of it. client-go's
-// broadcaster keeps every Event it recorded, whole, for 6 to 12 minutes: after a burst of TrainJobs that was a
-// quarter of the operator's live heap (make bench).
+// only what the folding needs in memory: a digest of what makes Events isomorphic, and the count and times of
+// each Event (48 bytes), not a copy of it. client-go's broadcaster keeps every Event it recorded, whole, for 6
+// to 12 minutes: after a burst of TrainJobs that was a quarter of the operator's live heap (make bench).
 package eventrecorder
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"os"
@@ -51,29 +52,59 @@ type Recorder struct {
 	log   logr.Logger
 
 	mu        sync.Mutex
-	series    map[key]*series
+	series    map[key]series
 	lastSweep time.Time
 }
 
-// key identifies isomorphic Events, as client-go's recorder does.
-type key struct {
-	eventType, action, reason string
-	regarding, related        corev1.ObjectReference
+// key identifies isomorphic Events: the first half of the SHA-256 of what client-go's recorder compares (type,
+// action, reason, and the whole references to the regarding and related objects). Two different Events share a
+// key with a chance of about n²/2¹²⁹ among n remembered, and the key holds no reference to the strings.
+type key [sha256.Size / 2]byte
+
+func newKey(eventType, action, reason string, regarding, related *corev1.ObjectReference) key {
+	h := sha256.New()
+	for _, ref := range []*corev1.ObjectReference{regarding, related} {
+		if ref == nil {
+			ref = &corev1.ObjectReference{}
+		}
+		for _, s := range []string{ref.Kind, ref.Namespace, ref.Name, string(ref.UID), ref.APIVersion, ref.ResourceVersion, ref.FieldPath} {
+			writeField(h, s)
+		}
+	}
+	for _, s := range []string{eventType, action, reason} {
+		writeField(h, s)
+	}
+	var k key
+	copy(k[:], h.Sum(nil))
+	return k
 }
 
-// series is what the recorder remembers of an Event it recorded.
-type series struct {
-	namespace, name string
-	count           int32
-	last, written   time.Time
+// writeField writes s with its length first, so that no two lists of fields write the same bytes.
+func writeField(h interface{ Write([]byte) (int, error) }, s string) {
+	var n [8]byte
+	for i := range n {
+		n[i] = byte(len(s) >> (8 * i))
+	}
+	h.Write(n[:])
+	h.Write([]byte(s))
 }
+
+// series is what the recorder remembers of an Event it recorded: when it was first recorded (its name is
+// `<regarding>.<first in hex nanoseconds>`), how often, when last, and when last written.
+type series struct {
+	first, last, written int64 // Unix nanoseconds
+	count                int32
+}
+
+// name is the name of the Event of s regarding an object named regarding.
+func (s series) name(regarding string) string { return fmt.Sprintf("%v.%x", regarding, s.first) }
 
 // New returns a Recorder writing through c as reportingController controller.
 func New(c client.Client, scheme *runtime.Scheme, controller string) *Recorder {
 	hostname, _ := os.Hostname()
 	return &Recorder{
 		client: c, scheme: scheme, controller: controller, instance: controller + "-" + hostname,
-		now: time.Now, queue: make(chan *eventsv1.Event, queueLength), series: map[key]*series{},
+		now: time.Now, queue: make(chan *eventsv1.Event, queueLength), series: map[key]series{},
 		log: ctrllog.Log.WithName("events"),
 	}
 }
@@ -86,14 +117,14 @@ func (r *Recorder) Eventf(regarding, related runtime.Object, eventType, reason, 
 		r.log.Error(err, "Could not reference the object of an Event; not recorded", "reason", reason)
 		return
 	}
-	k := key{eventType: eventType, action: action, reason: reason, regarding: *refRegarding}
 	var refRelated *corev1.ObjectReference
 	if related != nil {
-		if refRelated, err = reference.GetReference(r.scheme, related); err == nil {
-			k.related = *refRelated
+		if refRelated, err = reference.GetReference(r.scheme, related); err != nil {
+			refRelated = nil
 		}
 	}
-	if ev := r.next(k, refRegarding, refRelated, fmt.Sprintf(note, args...)); ev != nil {
+	k := newKey(eventType, action, reason, refRegarding, refRelated)
+	if ev := r.next(k, eventType, action, reason, refRegarding, refRelated, fmt.Sprintf(note, args...)); ev != nil {
 		select {
 		case r.queue <- ev:
 		default:
@@ -104,69 +135,90 @@ func (r *Recorder) Eventf(regarding, related runtime.Object, eventType, reason, 
 
 // next returns the Event to write for an occurrence of k: a new Event, the Event of its series with the new
 // count, or nil when the series was written less than refreshAfter ago.
-func (r *Recorder) next(k key, regarding, related *corev1.ObjectReference, note string) *eventsv1.Event {
+func (r *Recorder) next(k key, eventType, action, reason string, regarding, related *corev1.ObjectReference, note string) *eventsv1.Event {
 	now := r.now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.sweep(now)
+	r.sweepLocked(now)
 	s, ok := r.series[k]
 	if !ok {
-		namespace := regarding.Namespace
-		if namespace == "" {
-			namespace = metav1.NamespaceDefault
-		}
-		s = &series{namespace: namespace, name: fmt.Sprintf("%v.%x", regarding.Name, now.UnixNano()), count: 1, last: now, written: now}
+		s = series{first: now.UnixNano(), last: now.UnixNano(), written: now.UnixNano(), count: 1}
 		r.series[k] = s
-		return r.event(k, s, regarding, related, note, now)
+		return r.event(s, eventType, action, reason, regarding, related, note, now)
 	}
 	s.count++
-	s.last = now
-	if s.count > 2 && now.Sub(s.written) < refreshAfter {
+	s.last = now.UnixNano()
+	if s.count > 2 && now.Sub(time.Unix(0, s.written)) < refreshAfter {
+		r.series[k] = s
 		return nil
 	}
-	s.written = now
-	ev := r.event(k, s, regarding, related, note, now)
+	s.written = now.UnixNano()
+	r.series[k] = s
+	ev := r.event(s, eventType, action, reason, regarding, related, note, now)
 	ev.Series = &eventsv1.EventSeries{Count: s.count, LastObservedTime: metav1.NewMicroTime(now)}
 	return ev
 }
 
-// sweep forgets, at most once a minute, the series whose last occurrence is older than seriesWindow.
-func (r *Recorder) sweep(now time.Time) {
+// sweep forgets the series whose last occurrence is older than seriesWindow.
+func (r *Recorder) sweep() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sweepLocked(r.now())
+}
+
+// sweepLocked sweeps, at most once a minute; r.mu is held.
+func (r *Recorder) sweepLocked(now time.Time) {
 	if now.Sub(r.lastSweep) < time.Minute {
 		return
 	}
 	r.lastSweep = now
 	for k, s := range r.series {
-		if now.Sub(s.last) > seriesWindow {
+		if now.Sub(time.Unix(0, s.last)) > seriesWindow {
 			delete(r.series, k)
 		}
 	}
 }
 
-func (r *Recorder) event(k key, s *series, regarding, related *corev1.ObjectReference, note string, now time.Time) *eventsv1.Event {
+// remembered is how many series the recorder remembers.
+func (r *Recorder) remembered() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.series)
+}
+
+func (r *Recorder) event(s series, eventType, action, reason string, regarding, related *corev1.ObjectReference, note string, now time.Time) *eventsv1.Event {
+	namespace := regarding.Namespace
+	if namespace == "" {
+		namespace = metav1.NamespaceDefault
+	}
 	return &eventsv1.Event{
-		ObjectMeta:          metav1.ObjectMeta{Name: s.name, Namespace: s.namespace},
+		ObjectMeta:          metav1.ObjectMeta{Name: s.name(regarding.Name), Namespace: namespace},
 		EventTime:           metav1.NewMicroTime(now),
 		ReportingController: r.controller,
 		ReportingInstance:   r.instance,
-		Action:              k.action,
-		Reason:              k.reason,
+		Action:              action,
+		Reason:              reason,
 		Regarding:           *regarding,
 		Related:             related,
 		Note:                note,
-		Type:                k.eventType,
+		Type:                eventType,
 	}
 }
 
-// Start writes the queued Events, writers at a time, until ctx ends.
+// Start writes the queued Events, writers at a time, until ctx ends; meanwhile it forgets, once a minute, the
+// series past their window, even when no Event comes.
 func (r *Recorder) Start(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	slots := make(chan struct{}, writers)
+	sweep := time.NewTicker(time.Minute)
+	defer sweep.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-sweep.C:
+			r.sweep()
 		case ev := <-r.queue:
 			select {
 			case <-ctx.Done():
