@@ -33,6 +33,7 @@ import (
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/controller"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/metrics"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/pages"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/runtimes"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/webhook"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline/plugins/jobset"
@@ -184,7 +185,7 @@ func cacheOptions(cfg *config.Configuration) cache.Options {
 			&corev1.ConfigMap{}: {Label: selector},
 			&corev1.Secret{}:    {Label: selector},
 		},
-		DefaultTransform: trimForCache,
+		DefaultTransform: trimmer{snapshots: &runtimes.SharedContents{}}.trimForCache,
 	}
 	if ns := cfg.Controller.WatchNamespace; ns != "" {
 		opts.DefaultNamespaces = map[string]cache.Config{ns: {}}
@@ -192,14 +193,23 @@ func cacheOptions(cfg *config.Configuration) cache.Options {
 	return opts
 }
 
+// trimmer is the transform of what the cache keeps.
+type trimmer struct {
+	snapshots *runtimes.SharedContents
+}
+
 // trimForCache drops from every cached object what no reader of the
 // operator reads and what can be as large as the rest of the object: its
 // managed fields, and kubectl's last-applied-configuration annotation (a
 // copy of the object as kubectl last applied it); and from JobSets their
-// pod templates (jobset.TrimForCache).
-func trimForCache(in any) (any, error) {
-	if js, ok := in.(*jobsetv1alpha2.JobSet); ok {
-		jobset.TrimForCache(js)
+// pod templates (jobset.TrimForCache). Runtime snapshots of the same
+// content share it.
+func (t trimmer) trimForCache(in any) (any, error) {
+	switch obj := in.(type) {
+	case *jobsetv1alpha2.JobSet:
+		jobset.TrimForCache(obj)
+	case *corev1.ConfigMap:
+		t.snapshots.Share(obj)
 	}
 	obj, err := meta.Accessor(in)
 	if err != nil {

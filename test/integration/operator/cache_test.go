@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 	batchv1 "k8s.io/api/batch/v1"
@@ -122,4 +123,29 @@ func TestCacheTrimsJobSets(t *testing.T) {
 		}
 		return fmt.Errorf("jobsStatus %+v", got.Status.JobsStatus)
 	})
+}
+
+// TestCacheSharesSnapshotContents: the runtime snapshots of two TrainJobs of
+// one runtime hold the same content, and the operator's cache keeps one copy
+// of it (runtimes.SharedContents).
+func TestCacheSharesSnapshotContents(t *testing.T) {
+	ns := optest.NewNamespace(t, env.Client)
+	createTrainingRuntime(t, ns, "torch", torchSpec())
+	var contents []string
+	for _, name := range []string{"first", "second"} {
+		tj := newTrainJob(ns, name, trainer.TrainingRuntimeKind, "torch")
+		tj.Spec.Suspend = ptr.To(true)
+		create(t, tj)
+		var cm corev1.ConfigMap
+		optest.Eventually(t, "the operator's cache holds the snapshot of "+name, func(ctx context.Context) error {
+			return optest.Get(ctx, op.Cache(), nsName(ns, name+runtimes.SnapshotSuffix), &cm)
+		})
+		contents = append(contents, cm.Data[runtimes.SnapshotKey])
+	}
+	if contents[0] == "" || contents[0] != contents[1] {
+		t.Fatalf("the snapshots differ:\n%s\n---\n%s", contents[0], contents[1])
+	}
+	if unsafe.StringData(contents[0]) != unsafe.StringData(contents[1]) {
+		t.Error("the cache keeps a copy of the same snapshot content for each TrainJob")
+	}
 }

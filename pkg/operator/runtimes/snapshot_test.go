@@ -1,0 +1,51 @@
+package runtimes
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"unsafe"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// snapshotOf is a snapshot ConfigMap of TrainJob name, with its own copy of content.
+func snapshotOf(name, content string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: name + SnapshotSuffix},
+		Data:       map[string]string{SnapshotKey: strings.Clone(content)},
+	}
+}
+
+func sameBytes(a, b string) bool { return unsafe.StringData(a) == unsafe.StringData(b) }
+
+// TestSharedContents: snapshots with the same content end up with one copy of it, those with another content
+// keep theirs, other ConfigMaps are left alone, and at most maxSharedContents contents are kept.
+func TestSharedContents(t *testing.T) {
+	var s SharedContents
+	a1, a2, b := snapshotOf("a1", "kind: ClusterTrainingRuntime"), snapshotOf("a2", "kind: ClusterTrainingRuntime"), snapshotOf("b", "kind: TrainingRuntime")
+	other := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "hostfile"}, Data: map[string]string{SnapshotKey: "kind: ClusterTrainingRuntime"}}
+	otherData := other.Data[SnapshotKey]
+	for _, cm := range []*corev1.ConfigMap{a1, a2, b, other} {
+		s.Share(cm)
+	}
+	if !sameBytes(a1.Data[SnapshotKey], a2.Data[SnapshotKey]) {
+		t.Error("two snapshots of the same content keep a copy each")
+	}
+	if a1.Data[SnapshotKey] != "kind: ClusterTrainingRuntime" || b.Data[SnapshotKey] != "kind: TrainingRuntime" {
+		t.Errorf("contents changed: %q, %q", a1.Data[SnapshotKey], b.Data[SnapshotKey])
+	}
+	if sameBytes(a1.Data[SnapshotKey], b.Data[SnapshotKey]) {
+		t.Error("snapshots of different contents share one")
+	}
+	if !sameBytes(other.Data[SnapshotKey], otherData) {
+		t.Error("a ConfigMap that is not a snapshot was changed")
+	}
+	for i := range 2 * maxSharedContents {
+		s.Share(snapshotOf(fmt.Sprint(i), fmt.Sprint("content ", i)))
+	}
+	if n := len(s.contents); n > maxSharedContents {
+		t.Errorf("keeps %d contents, want at most %d", n, maxSharedContents)
+	}
+}
