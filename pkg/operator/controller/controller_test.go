@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
@@ -42,10 +44,11 @@ func TestSnapshotRoundTrip(t *testing.T) {
 		}
 		tj := trainJob(rt.GroupKind().Kind)
 		rt.Spec.MLPolicy = &trainer.MLPolicy{NumNodes: ptr.To[int32](3)}
-		cm, err := newSnapshot(s, rt, tj)
+		content, err := encodeSnapshot(s, rt)
 		if err != nil {
 			t.Fatal(err)
 		}
+		cm := newSnapshot(content, tj)
 		if got := cm.Labels[TrainJobNameLabel]; got != "alpha" || cm.Name != "alpha-runtime-snapshot" {
 			t.Errorf("snapshot %s labelled %q, want alpha-runtime-snapshot labelled alpha", cm.Name, got)
 		}
@@ -65,15 +68,61 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	}
 }
 
+// TestEncodingCache: a runtime version is encoded once; another version,
+// UID or kind is encoded again; a runtime without UID or resourceVersion
+// every time; and the cache keeps at most maxDecoded versions.
+func TestEncodingCache(t *testing.T) {
+	c := &encodingCache{encoded: map[encodedKey]string{}}
+	calls := 0
+	encode := func(obj client.Object) string {
+		t.Helper()
+		got, err := c.encode(obj, func() (string, error) { calls++; return fmt.Sprint("content ", calls), nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	v7 := &trainer.ClusterTrainingRuntime{ObjectMeta: metav1.ObjectMeta{Name: "torch", UID: "u", ResourceVersion: "7"}}
+	first := encode(v7)
+	if again := encode(v7.DeepCopy()); again != first || calls != 1 {
+		t.Fatalf("the same version encoded %d times (%q, then %q), want once", calls, first, again)
+	}
+	v8 := v7.DeepCopy()
+	v8.ResourceVersion = "8"
+	otherUID := v7.DeepCopy()
+	otherUID.UID = "w"
+	otherKind := &trainer.TrainingRuntime{ObjectMeta: v7.ObjectMeta}
+	for _, obj := range []client.Object{v8, otherUID, otherKind} {
+		before := calls
+		if got := encode(obj); got == first || calls != before+1 {
+			t.Errorf("%T %s rv %s: %q after %d encodes, want a new encode", obj, obj.GetUID(), obj.GetResourceVersion(), got, calls-before)
+		}
+	}
+	unversioned := &trainer.ClusterTrainingRuntime{ObjectMeta: metav1.ObjectMeta{Name: "torch"}}
+	before := calls
+	encode(unversioned)
+	encode(unversioned)
+	if calls != before+2 {
+		t.Errorf("a runtime without UID and resourceVersion was encoded %d times in 2 snapshots, want 2", calls-before)
+	}
+	for i := range 2 * maxDecoded {
+		encode(&trainer.ClusterTrainingRuntime{ObjectMeta: metav1.ObjectMeta{UID: "u", ResourceVersion: fmt.Sprint(100 + i)}})
+	}
+	if n := len(c.encoded); n > maxDecoded {
+		t.Errorf("keeps %d versions, want at most %d", n, maxDecoded)
+	}
+}
+
 func TestDecodeSnapshotErrors(t *testing.T) {
 	s := scheme.New()
 	decoder := serializer.NewCodecFactory(s).UniversalDeserializer()
 	rt, _ := pipeline.RuntimeOf(&trainer.ClusterTrainingRuntime{ObjectMeta: metav1.ObjectMeta{Name: "torch"}})
 	tj := trainJob(trainer.ClusterTrainingRuntimeKind)
-	good, err := newSnapshot(s, rt, tj)
+	content, err := encodeSnapshot(s, rt)
 	if err != nil {
 		t.Fatal(err)
 	}
+	good := newSnapshot(content, tj)
 	cases := []struct {
 		name    string
 		edit    func(*corev1.ConfigMap, *trainer.TrainJob)
