@@ -34,6 +34,15 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("a round took %v", v)
 		}
 	}
+	// A round of 4 objects takes a few clock ticks (10 ms) of CPU, all programs together.
+	for kind, rounds := range map[string][]map[string]float64{"A": th.ACPU, "B": th.BCPU} {
+		if len(rounds) != 2 {
+			t.Errorf("CPU seconds of %d %s rounds, want 2: %v", len(rounds), kind, rounds)
+		}
+		if all := medianOf(rounds, "all"); all <= 0 {
+			t.Errorf("%s rounds took %v CPU seconds: %v", kind, all, rounds)
+		}
+	}
 	if th.Writes < 1 {
 		t.Errorf("the operator writes at least each TrainJob's JobSet; the audit log shows %v writes per TrainJob: %v", th.Writes, th.WritesPerTrainJob)
 	}

@@ -41,6 +41,9 @@ type ThroughputResult struct {
 	// ACreated is, per A round, the seconds until the last TrainJob create returned.
 	ACreated []float64 `json:"aCreatedSeconds"`
 	B        []float64 `json:"bSeconds"`
+	// ACPU and BCPU are, per round, the CPU seconds each program of the cluster used during it, by name.
+	ACPU []map[string]float64 `json:"aCPUSeconds"`
+	BCPU []map[string]float64 `json:"bCPUSeconds"`
 	// Ratio is A/B of each pair of rounds (A B and B A of every block).
 	Ratio []float64 `json:"ratio"`
 	// The operator's requests per TrainJob over the A rounds, by verb and resource.
@@ -189,6 +192,10 @@ func (s *Summary) Print(w io.Writer) {
 	row("  of which creating the TrainJobs", "s", t.ACreated)
 	row("B: the same JobSets created directly", "s", t.B)
 	row("A/B, paired", "×", t.Ratio)
+	fmt.Fprintf(tw, "CPU seconds of a round (median)\tA\tB\t\n")
+	for _, name := range cpuPrograms(t.ACPU, t.BCPU) {
+		fmt.Fprintf(tw, "  %s\t%.2f\t%.2f\t\n", name, medianOf(t.ACPU, name), medianOf(t.BCPU, name))
+	}
 	fmt.Fprintf(tw, "operator writes per TrainJob\t%.2f\t%s\n", t.Writes, by(t.WritesPerTrainJob))
 	fmt.Fprintf(tw, "operator Events per TrainJob\t%.2f\t%s\n", t.Events, by(t.EventsPerTrainJob))
 	fmt.Fprintf(tw, "operator reads per TrainJob\t\t%s\n", by(t.ReadsPerTrainJob))
@@ -215,6 +222,36 @@ func (s *Summary) Print(w io.Writer) {
 	for _, t := range s.Targets {
 		fmt.Fprintf(tw, "%s\t%.2f%s\t≤ %g%s\t%s\t\n", t.Name, t.Value, t.Unit, t.Limit, t.Unit, yesNo(t.Met))
 	}
+}
+
+// cpuPrograms are the programs of the rounds' CPU seconds, by name, and "all" last: the sum of them all.
+func cpuPrograms(rounds ...[]map[string]float64) []string {
+	names := map[string]bool{}
+	for _, rs := range rounds {
+		for _, r := range rs {
+			for name := range r {
+				names[name] = true
+			}
+		}
+	}
+	return append(slices.Sorted(maps.Keys(names)), "all")
+}
+
+// medianOf is the median over rounds of the CPU seconds of program name, or of them all for "all".
+func medianOf(rounds []map[string]float64, name string) float64 {
+	v := make([]float64, 0, len(rounds))
+	for _, r := range rounds {
+		if name != "all" {
+			v = append(v, r[name])
+			continue
+		}
+		sum := 0.0
+		for _, s := range r {
+			sum += s
+		}
+		v = append(v, sum)
+	}
+	return median(v)
 }
 
 func yesNo(b bool) string {

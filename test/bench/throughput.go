@@ -46,9 +46,10 @@ const (
 type round struct {
 	kind     kind
 	seconds  float64
-	created  float64          // seconds from the first create until the last create returned
-	requests operatorRequests // the operator's, in the round's namespace (A only)
-	failed   float64          // failed reconciles during the round (A only)
+	created  float64            // seconds from the first create until the last create returned
+	requests operatorRequests   // the operator's, in the round's namespace (A only)
+	failed   float64            // failed reconciles during the round (A only)
+	cpu      map[string]float64 // CPU seconds of each program from the first create until the n-th JobSet
 }
 
 // throughput runs the warm-up, Repeat blocks of A B B A, and a profiled A round.
@@ -73,11 +74,13 @@ func (b *bench) throughput(ctx context.Context) error {
 			if k == kindA {
 				t.A = append(t.A, res.seconds)
 				t.ACreated = append(t.ACreated, res.created)
+				t.ACPU = append(t.ACPU, res.cpu)
 				requests.add(res.requests)
 				t.FailedReconciles += res.failed
 				pair[0] = res.seconds
 			} else {
 				t.B = append(t.B, res.seconds)
+				t.BCPU = append(t.BCPU, res.cpu)
 				pair[1] = res.seconds
 			}
 			if i%2 == 1 { // the second of a pair
@@ -143,6 +146,10 @@ func (b *bench) round(ctx context.Context, k kind, n int, ns string) (res round,
 		return res, errors.New("a B round needs the JobSet of an A round first")
 	}
 
+	cpu, err := cpuSeconds()
+	if err != nil {
+		return res, err
+	}
 	start := time.Now()
 	created := make(chan error, 1)
 	go func() {
@@ -158,6 +165,9 @@ func (b *bench) round(ctx context.Context, k kind, n int, ns string) (res round,
 		return res, fmt.Errorf("round %s (%s, %d objects): %w", ns, k, n, err)
 	}
 	res.seconds, res.created = end.Sub(start).Seconds(), createdAt.Sub(start).Seconds()
+	if res.cpu, err = cpuSince(cpu); err != nil {
+		return res, err
+	}
 	if k == kindB {
 		return res, nil
 	}
