@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -9,11 +10,14 @@ import (
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+	"sigs.k8s.io/structured-merge-diff/v6/value"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 )
@@ -43,31 +47,134 @@ func hashedApplyObject(scheme *runtime.Scheme, obj client.Object, trainJobName s
 	return u, hash, nil
 }
 
-// asBuilt tells whether the object u names already carries hash. It reads
-// the cache and, when the cache does not have the object or has it without
-// the hash, but an earlier reconcile built it (mayExist), the API server:
-// the cache may not have seen the last apply yet. An object found is
-// remembered for the rest of the reconcile.
-func (r *TrainJobReconciler) asBuilt(ctx context.Context, u *unstructured.Unstructured, hash string, mayExist bool) (bool, error) {
+// builtState is what asBuilt found of a built object.
+type builtState int
+
+const (
+	// builtAbsent: neither the cache nor, when an earlier reconcile built
+	// it, the API server has the object.
+	builtAbsent builtState = iota
+	// builtDiffers: the object exists, built from something else.
+	builtDiffers
+	// builtSame: the object exists and carries the hash.
+	builtSame
+)
+
+// asBuilt tells whether the object u names exists and carries hash. It
+// reads the cache and, when the cache does not have the object or has it
+// without the hash, but an earlier reconcile built it (mayExist), the API
+// server: the cache may not have seen the last write yet. An object found
+// with the hash is remembered for the rest of the reconcile; one found
+// without it is returned when read from the API server.
+func (r *TrainJobReconciler) asBuilt(ctx context.Context, u *unstructured.Unstructured, hash string, mayExist bool) (builtState, client.Object, error) {
 	gvk := u.GroupVersionKind()
 	key := client.ObjectKeyFromObject(u)
+	state := builtAbsent
 	for _, reader := range []client.Reader{r.client, r.live} {
 		obj, err := r.newObject(gvk)
 		if err != nil {
-			return false, err
+			return state, nil, err
 		}
 		err = reader.Get(ctx, key, obj)
 		switch {
 		case err == nil && obj.GetAnnotations()[AppliedHashAnnotation] == hash:
 			remember(ctx, gvk, obj)
-			return true, nil
-		case err != nil && !apierrors.IsNotFound(err):
-			return false, err
-		case !mayExist:
-			return false, nil
+			return builtSame, nil, nil
+		case err == nil && reader == r.live:
+			return builtDiffers, obj, nil
+		case err == nil:
+			state = builtDiffers
+		case apierrors.IsNotFound(err):
+			state = builtAbsent
+		default:
+			return state, nil, err
+		}
+		if !mayExist {
+			return state, nil, nil
 		}
 	}
-	return false, nil
+	return state, nil, nil
+}
+
+// omitsAny tells whether u leaves out any of fields (the managed fields of
+// a manager, in FieldsV1).
+func omitsAny(u *unstructured.Unstructured, fields *metav1.FieldsV1) (bool, error) {
+	if fields == nil {
+		return false, nil
+	}
+	var set fieldpath.Set
+	if err := set.FromJSON(bytes.NewReader(fields.Raw)); err != nil {
+		return false, fmt.Errorf("decode managed fields: %w", err)
+	}
+	omits := false
+	set.Iterate(func(p fieldpath.Path) {
+		if !omits && !hasPath(u.Object, p) {
+			omits = true
+		}
+	})
+	return omits, nil
+}
+
+// hasPath tells whether the unstructured content obj has the field at p.
+func hasPath(obj any, p fieldpath.Path) bool {
+	for _, pe := range p {
+		switch {
+		case pe.FieldName != nil:
+			m, ok := obj.(map[string]any)
+			if !ok {
+				return false
+			}
+			if obj, ok = m[*pe.FieldName]; !ok {
+				return false
+			}
+		case pe.Index != nil:
+			l, ok := obj.([]any)
+			if !ok || *pe.Index >= len(l) {
+				return false
+			}
+			obj = l[*pe.Index]
+		case pe.Key != nil:
+			m, ok := findItem(obj, func(item any) bool {
+				m, ok := item.(map[string]any)
+				return ok && matchesKey(m, *pe.Key)
+			})
+			if !ok {
+				return false
+			}
+			obj = m
+		case pe.Value != nil:
+			v, ok := findItem(obj, func(item any) bool { return value.Equals(value.NewValueInterface(item), *pe.Value) })
+			if !ok {
+				return false
+			}
+			obj = v
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// findItem returns the first item of the list l that matches.
+func findItem(l any, matches func(any) bool) (any, bool) {
+	items, _ := l.([]any)
+	for _, item := range items {
+		if matches(item) {
+			return item, true
+		}
+	}
+	return nil, false
+}
+
+// matchesKey tells whether the list item m has the key fields of key.
+func matchesKey(m map[string]any, key value.FieldList) bool {
+	for _, f := range key {
+		v, ok := m[f.Name]
+		if !ok || !value.Equals(value.NewValueInterface(v), f.Value) {
+			return false
+		}
+	}
+	return true
 }
 
 func (r *TrainJobReconciler) newObject(gvk schema.GroupVersionKind) (client.Object, error) {

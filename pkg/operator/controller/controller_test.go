@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -110,6 +111,43 @@ func TestEncodingCache(t *testing.T) {
 	}
 	if n := len(c.encoded); n > maxDecoded {
 		t.Errorf("keeps %d versions, want at most %d", n, maxDecoded)
+	}
+}
+
+// TestOmitsAny: content leaves out a managed field when a map field, a list
+// item by key, by value or by index, or anything below one, is missing.
+func TestOmitsAny(t *testing.T) {
+	content := map[string]any{
+		"metadata": map[string]any{"labels": map[string]any{"a": "1"}},
+		"spec": map[string]any{
+			"replicatedJobs": []any{map[string]any{"name": "node", "replicas": int64(2)}},
+			"finalizers":     []any{"x"},
+			"args":           []any{"--a"},
+		},
+	}
+	u := &unstructured.Unstructured{Object: content}
+	for _, tc := range []struct {
+		fields string
+		want   bool
+	}{
+		{`{"f:metadata":{"f:labels":{".":{},"f:a":{}}}}`, false},
+		{`{"f:metadata":{"f:labels":{"f:b":{}}}}`, true},
+		{`{"f:spec":{"f:replicatedJobs":{"k:{\"name\":\"node\"}":{".":{},"f:replicas":{}}}}}`, false},
+		{`{"f:spec":{"f:replicatedJobs":{"k:{\"name\":\"node\"}":{"f:parallelism":{}}}}}`, true},
+		{`{"f:spec":{"f:replicatedJobs":{"k:{\"name\":\"launcher\"}":{}}}}`, true},
+		{`{"f:spec":{"f:finalizers":{"v:\"x\"":{}}}}`, false},
+		{`{"f:spec":{"f:finalizers":{"v:\"y\"":{}}}}`, true},
+		{`{"f:spec":{"f:args":{"i:0":{}}}}`, false},
+		{`{"f:spec":{"f:args":{"i:1":{}}}}`, true},
+		{`{"f:status":{}}`, true},
+	} {
+		got, err := omitsAny(u, &metav1.FieldsV1{Raw: []byte(tc.fields)})
+		if err != nil || got != tc.want {
+			t.Errorf("omitsAny(%s) = %v, %v; want %v", tc.fields, got, err, tc.want)
+		}
+	}
+	if _, err := omitsAny(u, &metav1.FieldsV1{Raw: []byte(`{"x":`)}); err == nil {
+		t.Error("omitsAny of broken managed fields: no error")
 	}
 }
 

@@ -19,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/util/csaupgrade"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -273,22 +275,80 @@ func (r *TrainJobReconciler) apply(ctx context.Context, tj *trainer.TrainJob, ob
 	return r.applyUnstructured(ctx, u)
 }
 
-// applyBuilt applies an object the Build phase returned, with the hash of
-// what is applied in AppliedHashAnnotation, unless the object already
-// carries that hash.
+// applyBuilt writes an object the Build phase returned, with the hash of
+// what is written in AppliedHashAnnotation, unless the object already
+// carries that hash. A new object is created (a create costs the API server
+// less than the server-side apply of a new object); one that exists is
+// applied over, after takeOverCreate.
 func (r *TrainJobReconciler) applyBuilt(ctx context.Context, tj *trainer.TrainJob, obj client.Object, mayExist bool) error {
 	u, hash, err := hashedApplyObject(r.scheme, obj, tj.Name)
 	if err != nil {
 		return &applyError{kind: fmt.Sprintf("%T", obj), name: obj.GetName(), err: err}
 	}
-	done, err := r.asBuilt(ctx, u, hash, mayExist)
+	state, live, err := r.asBuilt(ctx, u, hash, mayExist)
 	switch {
 	case err != nil:
 		return &applyError{kind: u.GetKind(), name: u.GetName(), err: err}
-	case done:
+	case state == builtSame:
 		return nil
+	case state == builtAbsent:
+		gvk := u.GroupVersionKind()
+		created := u.DeepCopy()
+		err := r.client.Create(ctx, created, client.FieldOwner(FieldManager))
+		if err == nil {
+			// The API server answered with the object as stored.
+			created.SetGroupVersionKind(gvk)
+			r.rememberApplied(ctx, created)
+			return nil
+		}
+		if !apierrors.IsAlreadyExists(err) {
+			return &applyError{kind: gvk.Kind, name: u.GetName(), err: err}
+		}
+		live = nil
+	}
+	if err := r.takeOverCreate(ctx, u, live); err != nil {
+		return &applyError{kind: u.GetKind(), name: u.GetName(), err: err}
 	}
 	return r.applyUnstructured(ctx, u)
+}
+
+// takeOverCreate readies the object u names, as live (read from the API
+// server when nil), for the apply of u: the fields the operator set when it
+// created it are owned by that create (field manager `trainer`, operation
+// Update), and an apply leaving one of them out would not remove it. When u
+// leaves one out, the create's fields are moved to the operator's apply
+// first (csaupgrade). Resuming a TrainJob, say, changes only what the
+// create set, and writes nothing more than the apply.
+func (r *TrainJobReconciler) takeOverCreate(ctx context.Context, u *unstructured.Unstructured, live client.Object) error {
+	if live == nil {
+		got := &unstructured.Unstructured{}
+		got.SetGroupVersionKind(u.GroupVersionKind())
+		err := r.live.Get(ctx, client.ObjectKeyFromObject(u), got)
+		if apierrors.IsNotFound(err) {
+			return nil // the apply creates it
+		}
+		if err != nil {
+			return err
+		}
+		live = got
+	}
+	var created *metav1.ManagedFieldsEntry
+	for _, e := range live.GetManagedFields() {
+		if e.Manager == FieldManager && e.Operation == metav1.ManagedFieldsOperationUpdate && e.Subresource == "" {
+			created = &e
+		}
+	}
+	if created == nil {
+		return nil
+	}
+	if omits, err := omitsAny(u, created.FieldsV1); err != nil || !omits {
+		return err
+	}
+	patch, err := csaupgrade.UpgradeManagedFieldsPatch(live, sets.New(FieldManager), FieldManager)
+	if err != nil || patch == nil {
+		return err
+	}
+	return r.client.Patch(ctx, live, client.RawPatch(types.JSONPatchType, patch))
 }
 
 func (r *TrainJobReconciler) applyUnstructured(ctx context.Context, u *unstructured.Unstructured) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -218,6 +219,51 @@ func TestSuspendedRuntimePatches(t *testing.T) {
 
 	err := updateTrainJob(t, tj, func(tj *trainer.TrainJob) { tj.Spec.Trainer.Image = ptr.To("trainer:v2") })
 	wantStatus(t, err, 422, `TrainJob.trainer.kubeflow.org "alpha" is invalid: spec.trainer: Invalid value: field is immutable`)
+}
+
+// TestSuspendedRuntimePatchRemoved: the JobSet is created (field manager
+// trainer, operation Update); a runtimePatch removed while the TrainJob is
+// suspended is removed from it, as the operator moves what it created to
+// its apply before applying again.
+func TestSuspendedRuntimePatchRemoved(t *testing.T) {
+	ns := optest.NewNamespace(t, env.Client)
+	createTrainingRuntime(t, ns, "torch", torchSpec())
+	tj := newTrainJob(ns, "alpha", trainer.TrainingRuntimeKind, "torch")
+	tj.Spec.Suspend = ptr.To(true)
+	tj.Spec.RuntimePatches = []trainer.RuntimePatch{nodePodPatch(t, "kueue.x-k8s.io/manager", "spec: {nodeSelector: {accelerator: h100}}")}
+	create(t, tj)
+	js := jobSetOf(t, tj)
+	if got := findJob(&js.Spec, trainer.Node).Template.Spec.Template.Spec.NodeSelector; got["accelerator"] != "h100" {
+		t.Fatalf("node pods' nodeSelector %v, want accelerator h100", got)
+	}
+	managers := func(js *jobsetv1alpha2.JobSet) []string {
+		var out []string
+		for _, e := range js.ManagedFields {
+			if e.Manager == controller.FieldManager {
+				out = append(out, string(e.Operation))
+			}
+		}
+		return out
+	}
+	if got := managers(js); !slices.Equal(got, []string{"Update"}) {
+		t.Fatalf("the JobSet's trainer managed fields entries: %v, want the create's (Update)", got)
+	}
+
+	if err := updateTrainJob(t, tj, func(tj *trainer.TrainJob) { tj.Spec.RuntimePatches = nil }); err != nil {
+		t.Fatalf("remove the runtimePatch: %v", err)
+	}
+	optest.Eventually(t, "the JobSet loses the nodeSelector", func(ctx context.Context) error {
+		if err := optest.Get(ctx, env.Client, key(tj), js); err != nil {
+			return err
+		}
+		if got := findJob(&js.Spec, trainer.Node).Template.Spec.Template.Spec.NodeSelector; len(got) != 0 {
+			return fmt.Errorf("node pods' nodeSelector %v", got)
+		}
+		return nil
+	})
+	if got := managers(js); !slices.Equal(got, []string{"Apply"}) {
+		t.Errorf("the JobSet's trainer managed fields entries: %v, want the apply's only", got)
+	}
 }
 
 // TestTerminationGracePeriod: a runtimePatch's terminationGracePeriodSeconds
