@@ -43,6 +43,9 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("%s rounds took %v CPU seconds: %v", kind, all, rounds)
 		}
 	}
+	if th.ReconcilesPerTrainJob < 1 {
+		t.Errorf("the operator reconciles each TrainJob at least once; counted %v reconciles per TrainJob", th.ReconcilesPerTrainJob)
+	}
 	if th.Writes < 1 {
 		t.Errorf("the operator writes at least each TrainJob's JobSet; the audit log shows %v writes per TrainJob: %v", th.Writes, th.WritesPerTrainJob)
 	}

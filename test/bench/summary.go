@@ -54,6 +54,7 @@ type ThroughputResult struct {
 	ReadsPerTrainJob        map[string]float64 `json:"readsPerTrainJobBy"`
 	FailedWritesPerTrainJob map[string]float64 `json:"failedWritesPerTrainJobBy"`
 	FailedReconciles        float64            `json:"failedReconciles"`
+	ReconcilesPerTrainJob   float64            `json:"reconcilesPerTrainJob"`
 }
 
 // SuspendedResult: the operator's writes when it restarts and finds TrainJobs whose children are built.
@@ -200,6 +201,7 @@ func (s *Summary) Print(w io.Writer) {
 	fmt.Fprintf(tw, "operator Events per TrainJob\t%.2f\t%s\n", t.Events, by(t.EventsPerTrainJob))
 	fmt.Fprintf(tw, "operator reads per TrainJob\t\t%s\n", by(t.ReadsPerTrainJob))
 	fmt.Fprintf(tw, "failed writes per TrainJob\t\t%s\n", by(t.FailedWritesPerTrainJob))
+	fmt.Fprintf(tw, "operator reconciles per TrainJob\t%.2f\t\n", t.ReconcilesPerTrainJob)
 	fmt.Fprintf(tw, "failed reconciles (A rounds)\t%.0f\t\n", t.FailedReconciles)
 	fmt.Fprintf(tw, "operator writes on restart: %d built suspended TrainJobs\t%d\t%s\n", s.Suspended.N, s.Suspended.WritesOnRestart, byCount(s.Suspended.Writes))
 	fmt.Fprintf(tw, "operator writes on restart: %d other TrainJobs\t%d\t%s\n", s.Suspended.TrainJobs, s.Suspended.OtherWritesOnRestart, byCount(s.Suspended.OtherWrites))

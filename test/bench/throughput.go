@@ -44,12 +44,13 @@ const (
 
 // round is the result of one round.
 type round struct {
-	kind     kind
-	seconds  float64
-	created  float64            // seconds from the first create until the last create returned
-	requests operatorRequests   // the operator's, in the round's namespace (A only)
-	failed   float64            // failed reconciles during the round (A only)
-	cpu      map[string]float64 // CPU seconds of each program from the first create until the n-th JobSet
+	kind       kind
+	seconds    float64
+	created    float64            // seconds from the first create until the last create returned
+	requests   operatorRequests   // the operator's, in the round's namespace (A only)
+	failed     float64            // failed reconciles during the round (A only)
+	reconciles float64            // reconciles of the TrainJob controller during the round (A only)
+	cpu        map[string]float64 // CPU seconds of each program from the first create until the n-th JobSet
 }
 
 // throughput runs the warm-up, Repeat blocks of A B B A, and a profiled A round.
@@ -63,6 +64,7 @@ func (b *bench) throughput(ctx context.Context) error {
 		}
 	}
 	requests := newOperatorRequests()
+	reconciles := 0.0
 	for r := 1; r <= b.k.Repeat; r++ {
 		var pair [2]float64 // A and B of the current pair
 		for i, k := range []kind{kindA, kindB, kindB, kindA} {
@@ -77,6 +79,7 @@ func (b *bench) throughput(ctx context.Context) error {
 				t.ACPU = append(t.ACPU, res.cpu)
 				requests.add(res.requests)
 				t.FailedReconciles += res.failed
+				reconciles += res.reconciles
 				pair[0] = res.seconds
 			} else {
 				t.B = append(t.B, res.seconds)
@@ -93,6 +96,7 @@ func (b *bench) throughput(ctx context.Context) error {
 	t.EventsPerTrainJob = requests.events.perObject(trainJobs)
 	t.ReadsPerTrainJob = requests.reads.perObject(trainJobs)
 	t.FailedWritesPerTrainJob = requests.failedWrites.perObject(trainJobs)
+	t.ReconcilesPerTrainJob = reconciles / float64(trainJobs)
 	t.Writes = float64(requests.writes.total()) / float64(trainJobs)
 	t.Events = float64(requests.events.total()) / float64(trainJobs)
 	return b.profiledRound(ctx)
@@ -181,6 +185,7 @@ func (b *bench) round(ctx context.Context, k kind, n int, ns string) (res round,
 		return res, err
 	}
 	res.failed = after.failedReconciles() - before.failedReconciles()
+	res.reconciles = after.reconciles() - before.reconciles()
 	events, err := b.audit.next()
 	if err != nil {
 		return res, err
