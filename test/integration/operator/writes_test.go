@@ -230,7 +230,7 @@ func TestWrites(t *testing.T) {
 	createTrainingRuntime(t, ns, "torch", torchSpec())
 	// The runtime snapshot and the JobSet are created, not applied: a create
 	// costs the API server less.
-	creation := map[string]int{"create configmaps": 1, "create jobsets": 1, "patch trainjobs/status": 1}
+	creation := map[string]int{"create configmaps": 1, "create jobsets": 1, "update trainjobs/status": 1}
 	oneEvent := map[string]int{"create events": 1}
 
 	t.Run("running", func(t *testing.T) {
@@ -273,6 +273,6 @@ func TestWrites(t *testing.T) {
 		resume(t, tj)
 		trainJobMatches(t, tj, "Resumed", hasConditions(componentsCreated, resumed))
 		jobSetResumed(t, tj)
-		wantWrites(t, "resume", settledWrites(t, ns, before), map[string]int{"apply jobsets": 1, "patch trainjobs/status": 1}, oneEvent)
+		wantWrites(t, "resume", settledWrites(t, ns, before), map[string]int{"apply jobsets": 1, "update trainjobs/status": 1}, oneEvent)
 	})
 }
