@@ -43,6 +43,13 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("%s rounds took %v CPU seconds: %v", kind, all, rounds)
 		}
 	}
+	// The operator runs as its ServiceAccount: a write its Role does not allow fails every reconcile.
+	if th.FailedReconciles != 0 || len(th.FailedWritesPerTrainJob) != 0 {
+		t.Errorf("%v failed reconciles, failed writes per TrainJob %v; want none", th.FailedReconciles, th.FailedWritesPerTrainJob)
+	}
+	if th.Events < 1 {
+		t.Errorf("%v Events per TrainJob, want at least its ComponentsCreated one", th.Events)
+	}
 	if th.ReconcilesPerTrainJob < 1 {
 		t.Errorf("the operator reconciles each TrainJob at least once; counted %v reconciles per TrainJob", th.ReconcilesPerTrainJob)
 	}
