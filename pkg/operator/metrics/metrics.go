@@ -115,8 +115,9 @@ func (c *stageCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	// Read-only: the cached TrainJobs themselves, not a deep copy of each at every scrape.
 	var list trainer.TrainJobList
-	if err := src.reader.List(ctx, &list); err != nil {
+	if err := src.reader.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
 		ch <- prometheus.NewInvalidMetric(c.desc, errors.Join(errors.New("list TrainJobs"), err))
 		return
 	}
