@@ -50,13 +50,19 @@ func (c *decodingCache) Decode(data []byte, defaults *schema.GroupVersionKind, i
 	}
 	c.mu.Lock()
 	if len(c.decoded) >= maxDecoded {
-		for k := range c.decoded { // any one: a runtime version no longer in use goes eventually
-			delete(c.decoded, k)
-			break
-		}
+		forgetOne(c.decoded)
 	}
 	kept := *gvk
 	c.decoded[string(data)] = decoded{obj: obj.DeepCopyObject(), gvk: &kept}
 	c.mu.Unlock()
 	return obj, gvk, nil
+}
+
+// forgetOne deletes any one entry of m: a runtime version no longer in use
+// goes eventually.
+func forgetOne[K comparable, V any](m map[K]V) {
+	for k := range m {
+		delete(m, k)
+		return
+	}
 }

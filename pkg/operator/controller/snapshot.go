@@ -137,10 +137,7 @@ func (c *encodingCache) encode(runtime client.Object, encode func() (string, err
 	}
 	c.mu.Lock()
 	if len(c.encoded) >= maxDecoded {
-		for k := range c.encoded { // any one: a runtime version no longer in use goes eventually
-			delete(c.encoded, k)
-			break
-		}
+		forgetOne(c.encoded)
 	}
 	c.encoded[k] = content
 	c.mu.Unlock()
