@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"sync"
 
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
@@ -84,6 +85,10 @@ func New(ctx context.Context, opts Options) (*Operator, error) {
 		Metrics: metricsserver.Options{
 			BindAddress:   cfg.Metrics.BindAddress,
 			SecureServing: ptr.Deref(cfg.Metrics.SecureServing, true),
+			// Served uncompressed: the gzip writers promhttp pools between
+			// scrapes held 1.5 MiB of a 20 MiB heap (make bench), to spare
+			// a scraper ~100 KiB per scrape.
+			HandlerOpts: []func(*promhttp.HandlerOpts){func(o *promhttp.HandlerOpts) { o.DisableCompression = true }},
 		},
 		PprofBindAddress:              opts.PprofBindAddress,
 		HealthProbeBindAddress:        cfg.Health.HealthProbeBindAddress,

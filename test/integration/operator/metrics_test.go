@@ -132,3 +132,16 @@ func TestMetrics(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestMetricsUncompressed: /metrics is served uncompressed, even to a client
+// that accepts gzip (promhttp's pooled gzip writers cost the operator more
+// memory than the response is long).
+func TestMetricsUncompressed(t *testing.T) {
+	encoding, err := op.MetricsEncoding(t.Context(), "gzip")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if encoding != "" {
+		t.Errorf("/metrics Content-Encoding %q for a client accepting gzip, want none", encoding)
+	}
+}

@@ -145,22 +145,37 @@ func (o *Operator) Ready(ctx context.Context) error {
 
 // Scrape reads /metrics (served over TLS with a self-signed certificate).
 func (o *Operator) Scrape(ctx context.Context) (string, error) {
+	body, _, err := o.scrape(ctx, "")
+	return body, err
+}
+
+// MetricsEncoding is the Content-Encoding of /metrics for a client that accepts acceptEncoding.
+func (o *Operator) MetricsEncoding(ctx context.Context, acceptEncoding string) (string, error) {
+	_, encoding, err := o.scrape(ctx, acceptEncoding)
+	return encoding, err
+}
+
+func (o *Operator) scrape(ctx context.Context, acceptEncoding string) (body, encoding string, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, o.MetricsURL(), nil)
 	if err != nil {
-		return "", err
+		return "", "", err
+	}
+	if acceptEncoding != "" {
+		// Set by hand, the transport leaves the response as the server encoded it.
+		req.Header.Set("Accept-Encoding", acceptEncoding)
 	}
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // self-signed metrics certificate
 	resp, err := hc.Do(req)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	data, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("metrics: %d: %s", resp.StatusCode, body)
+		return "", "", fmt.Errorf("metrics: %d: %s", resp.StatusCode, data)
 	}
-	return string(body), nil
+	return string(data), resp.Header.Get("Content-Encoding"), nil
 }
