@@ -71,9 +71,9 @@ func TestSnapshotRoundTrip(t *testing.T) {
 
 // TestEncodingCache: a runtime version is encoded once; another version,
 // UID or kind is encoded again; a runtime without UID or resourceVersion
-// every time; and the cache keeps at most maxDecoded versions.
+// every time; and the cache keeps at most runtimes.MaxVersions versions.
 func TestEncodingCache(t *testing.T) {
-	c := &encodingCache{encoded: map[encodedKey]string{}}
+	c := &encodingCache{}
 	calls := 0
 	encode := func(obj client.Object) string {
 		t.Helper()
@@ -106,11 +106,11 @@ func TestEncodingCache(t *testing.T) {
 	if calls != before+2 {
 		t.Errorf("a runtime without UID and resourceVersion was encoded %d times in 2 snapshots, want 2", calls-before)
 	}
-	for i := range 2 * maxDecoded {
+	for i := range 2 * runtimes.MaxVersions {
 		encode(&trainer.ClusterTrainingRuntime{ObjectMeta: metav1.ObjectMeta{UID: "u", ResourceVersion: fmt.Sprint(100 + i)}})
 	}
-	if n := len(c.encoded); n > maxDecoded {
-		t.Errorf("keeps %d versions, want at most %d", n, maxDecoded)
+	if n := c.encoded.Len(); n > runtimes.MaxVersions {
+		t.Errorf("keeps %d versions, want at most %d", n, runtimes.MaxVersions)
 	}
 }
 

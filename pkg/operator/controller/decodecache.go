@@ -1,15 +1,11 @@
 package controller
 
 import (
-	"sync"
-
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-)
 
-// maxDecoded bounds the runtimes decodingCache keeps: a cluster has few
-// runtimes, and each version of one is a snapshot's content.
-const maxDecoded = 64
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/runtimes"
+)
 
 // decodingCache decodes each distinct content once. The TrainJobs of a
 // runtime share the content of their snapshots (the runtime as it was), and
@@ -18,9 +14,7 @@ const maxDecoded = 64
 // fraction of that. It caches only decodes without defaults or target.
 type decodingCache struct {
 	decoder runtime.Decoder
-
-	mu      sync.Mutex
-	decoded map[string]decoded
+	decoded runtimes.Versions[string, decoded]
 }
 
 type decoded struct {
@@ -29,7 +23,7 @@ type decoded struct {
 }
 
 func newDecodingCache(d runtime.Decoder) *decodingCache {
-	return &decodingCache{decoder: d, decoded: map[string]decoded{}}
+	return &decodingCache{decoder: d}
 }
 
 // Decode returns a copy of what the decoder made of data.
@@ -37,10 +31,7 @@ func (c *decodingCache) Decode(data []byte, defaults *schema.GroupVersionKind, i
 	if defaults != nil || into != nil {
 		return c.decoder.Decode(data, defaults, into)
 	}
-	c.mu.Lock()
-	d, ok := c.decoded[string(data)]
-	c.mu.Unlock()
-	if ok {
+	if d, ok := c.decoded.Get(string(data)); ok {
 		gvk := *d.gvk
 		return d.obj.DeepCopyObject(), &gvk, nil
 	}
@@ -48,21 +39,7 @@ func (c *decodingCache) Decode(data []byte, defaults *schema.GroupVersionKind, i
 	if err != nil || gvk == nil {
 		return obj, gvk, err
 	}
-	c.mu.Lock()
-	if len(c.decoded) >= maxDecoded {
-		forgetOne(c.decoded)
-	}
 	kept := *gvk
-	c.decoded[string(data)] = decoded{obj: obj.DeepCopyObject(), gvk: &kept}
-	c.mu.Unlock()
+	c.decoded.Add(string(data), decoded{obj: obj.DeepCopyObject(), gvk: &kept})
 	return obj, gvk, nil
-}
-
-// forgetOne deletes any one entry of m: a runtime version no longer in use
-// goes eventually.
-func forgetOne[K comparable, V any](m map[K]V) {
-	for k := range m {
-		delete(m, k)
-		return
-	}
 }

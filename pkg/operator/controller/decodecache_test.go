@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/runtimes"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/scheme"
 )
 
@@ -69,12 +70,12 @@ func TestDecodingCache(t *testing.T) {
 	if _, _, err := c.Decode([]byte("{not yaml"), nil, nil); err == nil {
 		t.Error("bad content decoded without error")
 	}
-	for i := range 2 * maxDecoded {
+	for i := range 2 * runtimes.MaxVersions {
 		if _, _, err := c.Decode(runtimeYAML(fmt.Sprintf("r%d", i)), nil, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if n := len(c.decoded); n > maxDecoded {
-		t.Errorf("%d decoded runtimes kept, want at most %d", n, maxDecoded)
+	if n := c.decoded.Len(); n > runtimes.MaxVersions {
+		t.Errorf("%d decoded runtimes kept, want at most %d", n, runtimes.MaxVersions)
 	}
 }

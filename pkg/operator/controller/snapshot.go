@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -38,7 +37,7 @@ type snapshots struct {
 
 func newSnapshots(c client.Client, live client.Reader, scheme *runtime.Scheme) *snapshots {
 	return &snapshots{client: c, live: live, scheme: scheme, decoder: newDecodingCache(serializer.NewCodecFactory(scheme).UniversalDeserializer()),
-		encoded: &encodingCache{encoded: map[encodedKey]string{}}}
+		encoded: &encodingCache{}}
 }
 
 // runtime returns tj's runtime from its snapshot or, when there is none,
@@ -107,8 +106,7 @@ func encodeSnapshot(scheme *runtime.Scheme, rt *pipeline.Runtime) (string, error
 // CPU in make bench. A version is the runtime's kind, UID and
 // resourceVersion, which the API server changes with any change of it.
 type encodingCache struct {
-	mu      sync.Mutex
-	encoded map[encodedKey]string
+	encoded runtimes.Versions[encodedKey, string]
 }
 
 type encodedKey struct {
@@ -125,22 +123,14 @@ func (c *encodingCache) encode(runtime client.Object, encode func() (string, err
 	if k.uid == "" || k.resourceVersion == "" {
 		return encode()
 	}
-	c.mu.Lock()
-	content, ok := c.encoded[k]
-	c.mu.Unlock()
-	if ok {
+	if content, ok := c.encoded.Get(k); ok {
 		return content, nil
 	}
 	content, err := encode()
 	if err != nil {
 		return "", err
 	}
-	c.mu.Lock()
-	if len(c.encoded) >= maxDecoded {
-		forgetOne(c.encoded)
-	}
-	c.encoded[k] = content
-	c.mu.Unlock()
+	c.encoded.Add(k, content)
 	return content, nil
 }
 

@@ -452,7 +452,7 @@ func (r *TrainJobReconciler) enforceDeadline(ctx context.Context, u *statusUpdat
 // writeStatus updates the status subresource when the reconcile changed it,
 // then records the events: one per condition transition once the status is
 // written, and the warnings in any case. An update of the status costs the
-// API server a third less than a merge patch of it (no patch to apply to
+// API server a quarter less than a merge patch of it (no patch to apply to
 // the stored object), and the API server takes only the status from it.
 // The update fails if the TrainJob changed since it was read (its
 // resourceVersion is the precondition): the status was computed from a stale copy

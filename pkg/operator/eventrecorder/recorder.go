@@ -8,8 +8,10 @@ package eventrecorder
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash"
 	"os"
 	"sync"
 	"time"
@@ -80,12 +82,8 @@ func newKey(eventType, action, reason string, regarding, related *corev1.ObjectR
 }
 
 // writeField writes s with its length first, so that no two lists of fields write the same bytes.
-func writeField(h interface{ Write([]byte) (int, error) }, s string) {
-	var n [8]byte
-	for i := range n {
-		n[i] = byte(len(s) >> (8 * i))
-	}
-	h.Write(n[:])
+func writeField(h hash.Hash, s string) {
+	h.Write(binary.LittleEndian.AppendUint64(nil, uint64(len(s))))
 	h.Write([]byte(s))
 }
 

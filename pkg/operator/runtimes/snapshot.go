@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -78,40 +77,24 @@ func DecodeSnapshot(decoder runtime.Decoder, cm *corev1.ConfigMap, tj *trainer.T
 	return rt, nil
 }
 
-// maxSharedContents bounds the contents SharedContents keeps: a cluster has
-// few runtimes, and each version of one is a snapshot's content.
-const maxSharedContents = 64
-
 // SharedContents makes the snapshots of one runtime version share one copy
 // of their content in the operator's cache: decoding gives each ConfigMap
 // its own, and the TrainJobs of a runtime all have the same.
 type SharedContents struct {
-	mu       sync.Mutex
-	contents map[string]string // each content, keyed by itself
+	contents Versions[string, string] // each content, keyed by itself
 }
 
 // Share points cm's content to the copy shared by the snapshots with the
 // same content, when cm is a snapshot. A content not seen before becomes the
-// shared copy; when maxSharedContents are kept, one of them is forgotten.
+// shared copy.
 func (s *SharedContents) Share(cm *corev1.ConfigMap) {
 	data, ok := cm.Data[SnapshotKey]
 	if !ok || !strings.HasSuffix(cm.Name, SnapshotSuffix) {
 		return
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if shared, ok := s.contents[data]; ok {
+	if shared, ok := s.contents.Get(data); ok {
 		cm.Data[SnapshotKey] = shared
 		return
 	}
-	if s.contents == nil {
-		s.contents = map[string]string{}
-	}
-	if len(s.contents) >= maxSharedContents {
-		for k := range s.contents { // any one: a runtime version no longer in use goes eventually
-			delete(s.contents, k)
-			break
-		}
-	}
-	s.contents[data] = data
+	s.contents.Add(data, data)
 }
