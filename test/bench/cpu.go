@@ -1,11 +1,15 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // clockTicks is the unit of the CPU times in /proc/<pid>/stat (USER_HZ, 100 on Linux).
@@ -101,4 +105,48 @@ func cpuSince(before map[string]float64) (map[string]float64, error) {
 		}
 	}
 	return out, nil
+}
+
+const (
+	// quietCores is how much CPU, in cores, the cluster's programs and the operator together may use and still
+	// count as quiet. Idle, they use a few hundredths of a core (leases, the API server's and etcd's housekeeping).
+	quietCores = 0.15
+	// quietWindow is how long they must stay under quietCores.
+	quietWindow = 500 * time.Millisecond
+)
+
+// waitQuiet waits until the benchmark's descendants (the cluster and the operator) have used less than
+// quietCores over quietWindow, or timeout passes, and returns the CPU seconds they used meanwhile. A round
+// starts from a quiet cluster, so that it does not pay for the work the round before left: after a B round,
+// the JobSet controller is still making the Jobs and Services of the JobSets created faster than it keeps up.
+func waitQuiet(ctx context.Context, timeout time.Duration) (float64, error) {
+	first, err := cpuSeconds()
+	if err != nil {
+		return 0, err
+	}
+	last, used := first, 0.0
+	err = wait.PollUntilContextTimeout(ctx, quietWindow, timeout, false, func(context.Context) (bool, error) {
+		now, err := cpuSeconds()
+		if err != nil {
+			return false, err
+		}
+		window := descendantsSum(now) - descendantsSum(last)
+		used, last = max(0, descendantsSum(now)-descendantsSum(first)), now
+		return window < quietCores*quietWindow.Seconds(), nil
+	})
+	if err != nil {
+		return used, fmt.Errorf("waiting for the cluster to go quiet (under %.2f cores for %v): %w", quietCores, quietWindow, err)
+	}
+	return used, nil
+}
+
+// descendantsSum is the CPU seconds of a cpuSeconds, without the benchmark's own.
+func descendantsSum(cpu map[string]float64) float64 {
+	sum := 0.0
+	for name, s := range cpu {
+		if name != "bench" {
+			sum += s
+		}
+	}
+	return sum
 }

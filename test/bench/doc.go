@@ -4,7 +4,7 @@
 //  1. Throughput: on the local cluster's api profile with the JobSet controller and its webhooks, the time
 //     from the first create until N JobSets exist, (A) creating N TrainJobs that the operator turns into
 //     JobSets versus (B) creating the same N JobSets directly, with one client setting for every client;
-//     a warm-up, then A B B A on fresh namespaces, repeated. The operator's writes per TrainJob come from
+//     a warm-up, then A B B A on fresh namespaces, each round starting from a quiet cluster, repeated. The operator's writes per TrainJob come from
 //     the API server's audit log filtered by its ServiceAccount user, its failed reconciles from its
 //     metrics.
 //  2. Memory: the operator's RSS (/proc/<pid>/status) and Go heap (its metrics) idle, with TrainJobs, after

@@ -52,6 +52,7 @@ type round struct {
 	failed     float64            // failed reconciles during the round (A only)
 	reconciles float64            // reconciles of the TrainJob controller during the round (A only)
 	cpu        map[string]float64 // CPU seconds of each program from the first create until the n-th JobSet
+	leftover   float64            // CPU seconds the cluster used, after the clean-up of the round before, to go quiet
 }
 
 // throughput runs the warm-up, Repeat blocks of A B B A, and a profiled A round.
@@ -73,7 +74,8 @@ func (b *bench) throughput(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			b.logf("  repeat %d %s: %d JobSets in %.2fs (creates returned after %.2fs)", r, k, b.k.N, res.seconds, res.created)
+			b.logf("  repeat %d %s: %d JobSets in %.2fs (creates returned after %.2fs; %.2f CPU seconds to go quiet before)",
+				r, k, b.k.N, res.seconds, res.created, res.leftover)
 			if k == kindA {
 				t.A = append(t.A, res.seconds)
 				t.ACreated = append(t.ACreated, res.created)
@@ -151,6 +153,9 @@ func (b *bench) round(ctx context.Context, k kind, n int, ns string) (res round,
 		return res, errors.New("a B round needs the JobSet of an A round first")
 	}
 
+	if res.leftover, err = waitQuiet(ctx, time.Minute); err != nil {
+		return res, err
+	}
 	cpu, err := cpuSeconds()
 	if err != nil {
 		return res, err
@@ -255,6 +260,11 @@ func (b *bench) jobSet(ns string, i int) *jobsetv1alpha2.JobSet {
 func (b *bench) cleanUp(ctx context.Context, ns string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
 	defer cancel()
+	// The JobSet controller first makes the Jobs and Services of every JobSet, which would otherwise outlive
+	// the clean-up: the api profile has no garbage collector.
+	if _, err := waitQuiet(ctx, 2*time.Minute); err != nil {
+		return err
+	}
 	background := client.PropagationPolicy(metav1.DeletePropagationBackground)
 	// Everything a round made goes, the JobSet controller's Services and everyone's Events too, so that every
 	// round starts from the same cluster: an API server holding more objects spends more of its CPU on its
