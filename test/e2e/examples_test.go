@@ -2,9 +2,12 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -99,6 +102,7 @@ func TestReferenceExamples(t *testing.T) {
 			}
 			apply(t, ns, example(tc.file))
 			waitTrainJob(t, ns, tc.trainJob, trainer.TrainJobComplete, runTimeout)
+			storedAsRendered(t, ns, tc.file, tc.trainJob)
 			pods, err := jobSetPods(t.Context(), ns, tc.trainJob)
 			if err != nil {
 				t.Fatal(err)
@@ -127,4 +131,38 @@ func TestReferenceExamples(t *testing.T) {
 			t.Errorf("the refused TrainJob exists")
 		}
 	})
+}
+
+// storedAsRendered checks that the JobSet of the TrainJob named name, which the file made in ns, is stored as
+// `kubectl trainjob render` shows it: the operator creates it with JobSet's defaults set, so neither JobSet's
+// defaulting webhook nor the API server's schema defaults change its spec.
+func storedAsRendered(t *testing.T, ns, file, name string) {
+	t.Helper()
+	runtimes, err := filepath.Glob(filepath.Join(suite.repo, "config", "runtimes", "*_*.yaml"))
+	if err != nil || len(runtimes) == 0 {
+		t.Fatalf("the shipped runtimes: %v, %v", runtimes, err)
+	}
+	out := mustKubectlTrainJob(t, "render", "-n", ns, "-f", example(file), "--runtime", strings.Join(runtimes, ","), "-o", "json")
+	var list struct {
+		Items []jobsetv1alpha2.JobSet `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(out), &list); err != nil {
+		t.Fatalf("render -o json: %v\n%s", err, out)
+	}
+	var rendered *jobsetv1alpha2.JobSet
+	for i, obj := range list.Items {
+		if obj.Kind == "JobSet" && obj.Name == name {
+			rendered = &list.Items[i]
+		}
+	}
+	if rendered == nil {
+		t.Fatalf("render shows no JobSet %s:\n%s", name, out)
+	}
+	var stored jobsetv1alpha2.JobSet
+	if err := suite.client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, &stored); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(rendered.Spec, stored.Spec); diff != "" {
+		t.Errorf("the JobSet %s as stored differs from the one render shows (-rendered +stored):\n%s", name, diff)
+	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -110,7 +111,15 @@ spec:
 		}
 		rj.Template.Spec.Parallelism, rj.Template.Spec.Completions = ptr.To(count), ptr.To(count)
 		rj.Template.Spec.Template.Labels = map[string]string{podGroupLabel: "alpha"}
+		// JobSet's defaults, which the operator sets.
+		rj.Template.Spec.CompletionMode = ptr.To(batchv1.IndexedCompletion)
+		if rj.Template.Spec.Template.Spec.RestartPolicy == "" {
+			rj.Template.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyOnFailure
+		}
 	}
+	want.SuccessPolicy = &jobsetv1alpha2.SuccessPolicy{Operator: jobsetv1alpha2.OperatorAll}
+	want.StartupPolicy = &jobsetv1alpha2.StartupPolicy{StartupPolicyOrder: jobsetv1alpha2.AnyOrder}
+	want.Network = &jobsetv1alpha2.Network{EnableDNSHostnames: ptr.To(true), PublishNotReadyAddresses: ptr.To(true)}
 	optest.Eventually(t, "the JobSet is built as expected", func(ctx context.Context) error {
 		js := &jobsetv1alpha2.JobSet{}
 		if err := optest.Get(ctx, env.Client, key(tj), js); err != nil {

@@ -371,8 +371,12 @@ metadata:
   - {apiVersion: trainer.kubeflow.org/v1alpha1, kind: TrainJob, name: alpha, uid: uid-0001, controller: true, blockOwnerDeletion: true}
 spec:
   suspend: true
+  successPolicy: {operator: All}
+  startupPolicy: {startupPolicyOrder: AnyOrder}
+  network: {enableDNSHostnames: true, publishNotReadyAddresses: true}
   replicatedJobs:
   - name: dataset-initializer
+    groupName: default
     replicas: 1
     template:
       metadata:
@@ -381,10 +385,12 @@ spec:
       spec:
         parallelism: 1
         completions: 1
+        completionMode: Indexed
         template:
           metadata:
             labels: {scheduling.x-k8s.io/pod-group: alpha}
           spec:
+            restartPolicy: OnFailure
             containers:
             - name: dataset-initializer
               image: dataset-initializer:v1
@@ -396,6 +402,7 @@ spec:
               volumeMounts:
               - {name: initializer, mountPath: /workspace}
   - name: model-initializer
+    groupName: default
     replicas: 1
     template:
       metadata:
@@ -404,10 +411,12 @@ spec:
       spec:
         parallelism: 1
         completions: 1
+        completionMode: Indexed
         template:
           metadata:
             labels: {scheduling.x-k8s.io/pod-group: alpha}
           spec:
+            restartPolicy: OnFailure
             containers:
             - name: model-initializer
               image: model-initializer:v1
@@ -416,6 +425,7 @@ spec:
               volumeMounts:
               - {name: initializer, mountPath: /workspace}
   - name: node
+    groupName: default
     replicas: 1
     template:
       metadata:
@@ -424,10 +434,12 @@ spec:
       spec:
         parallelism: 2
         completions: 2
+        completionMode: Indexed
         template:
           metadata:
             labels: {scheduling.x-k8s.io/pod-group: alpha}
           spec:
+            restartPolicy: OnFailure
             initContainers:
             - {name: preflight, image: preflight:v1}
             containers:
@@ -469,8 +481,12 @@ metadata:
   - {apiVersion: trainer.kubeflow.org/v1alpha1, kind: TrainJob, name: alpha, uid: uid-0001, controller: true, blockOwnerDeletion: true}
 spec:
   suspend: false
+  successPolicy: {operator: All}
+  startupPolicy: {startupPolicyOrder: AnyOrder}
+  network: {enableDNSHostnames: true, publishNotReadyAddresses: true}
   replicatedJobs:
   - name: node
+    groupName: default
     replicas: 1
     template:
       metadata:
@@ -478,10 +494,12 @@ spec:
       spec:
         parallelism: 1
         completions: 1
+        completionMode: Indexed
         template:
           metadata:
             annotations: {scheduling.k8s.io/group-name: alpha}
           spec:
+            restartPolicy: OnFailure
             initContainers:
             - {name: preflight, image: preflight:v1}
             containers:
@@ -521,8 +539,12 @@ metadata:
   - {apiVersion: trainer.kubeflow.org/v1alpha1, kind: TrainJob, name: tune, uid: uid-0001, controller: true, blockOwnerDeletion: true}
 spec:
   suspend: false
+  successPolicy: {operator: All}
+  startupPolicy: {startupPolicyOrder: AnyOrder}
+  network: {enableDNSHostnames: true, publishNotReadyAddresses: true}
   replicatedJobs:
   - name: node
+    groupName: default
     replicas: 1
     template:
       metadata:
@@ -530,8 +552,10 @@ spec:
       spec:
         parallelism: 1
         completions: 1
+        completionMode: Indexed
         template:
           spec:
+            restartPolicy: OnFailure
             initContainers:
             - {name: preflight, image: preflight:v1}
             containers:
@@ -562,8 +586,12 @@ metadata:
   - {apiVersion: trainer.kubeflow.org/v1alpha1, kind: TrainJob, name: ds, uid: uid-0001, controller: true, blockOwnerDeletion: true}
 spec:
   suspend: false
+  successPolicy: {operator: All}
+  startupPolicy: {startupPolicyOrder: AnyOrder}
+  network: {enableDNSHostnames: true, publishNotReadyAddresses: true}
   replicatedJobs:
   - name: launcher
+    groupName: default
     replicas: 1
     template:
       metadata:
@@ -572,21 +600,26 @@ spec:
       spec:
         parallelism: 1
         completions: 1
+        completionMode: Indexed
         template:
           spec:
+            restartPolicy: OnFailure
             containers:
             - name: node
               image: deepspeed:v2
               env:
               - {name: TRAIN_JOB, value: "yes"}
   - name: node
+    groupName: default
     replicas: 2
     template:
       spec:
         parallelism: 1
         completions: 1
+        completionMode: Indexed
         template:
           spec:
+            restartPolicy: OnFailure
             containers:
             - name: node
               image: deepspeed:v1
@@ -776,6 +809,60 @@ func TestStatus(t *testing.T) {
 			}
 			if diff := cmp.Diff(orig, tj); diff != "" {
 				t.Errorf("Status changed the TrainJob (-before +after):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestSetDefaults(t *testing.T) {
+	for name, tc := range map[string]struct{ spec, want string }{
+		"what is left out gets JobSet's defaults": {
+			spec: `
+replicatedJobs:
+- {name: node, template: {spec: {template: {spec: {containers: [{name: node}]}}}}}
+failurePolicy:
+  rules: [{action: FailJobSet}, {name: mine, action: RestartJobSet}]
+volumeClaimPolicies:
+- templates: [{metadata: {name: data}}]`,
+			want: `
+successPolicy: {operator: All}
+startupPolicy: {startupPolicyOrder: AnyOrder}
+network: {enableDNSHostnames: true, publishNotReadyAddresses: true}
+replicatedJobs:
+- name: node
+  groupName: default
+  template: {spec: {completionMode: Indexed, template: {spec: {restartPolicy: OnFailure, containers: [{name: node}]}}}}
+failurePolicy:
+  restartStrategy: Recreate
+  rules: [{name: failurePolicyRule0, action: FailJobSet}, {name: mine, action: RestartJobSet}]
+volumeClaimPolicies:
+- templates: [{metadata: {name: data}}]
+  retentionPolicy: {whenDeleted: Delete}`,
+		},
+		"what is set is kept": {
+			spec: `
+successPolicy: {operator: Any, targetReplicatedJobs: [launcher]}
+startupPolicy: {startupPolicyOrder: InOrder}
+network: {enableDNSHostnames: false, publishNotReadyAddresses: false, subdomain: train}
+replicatedJobs:
+- name: launcher
+  groupName: mpi
+  template: {spec: {completionMode: NonIndexed, template: {spec: {restartPolicy: Never}}}}
+failurePolicy: {restartStrategy: BlockingRecreate, maxRestarts: 3}
+volumeClaimPolicies:
+- templates: [{metadata: {name: data}}]
+  retentionPolicy: {whenDeleted: Retain}`,
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			spec := pipelinetest.Decode[jobsetv1alpha2.JobSetSpec](t, tc.spec)
+			want := tc.want
+			if want == "" {
+				want = tc.spec
+			}
+			setDefaults(spec)
+			if diff := cmp.Diff(pipelinetest.Decode[jobsetv1alpha2.JobSetSpec](t, want), spec); diff != "" {
+				t.Errorf("setDefaults (-want +got):\n%s", diff)
 			}
 		})
 	}
