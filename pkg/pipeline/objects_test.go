@@ -1,11 +1,14 @@
 package pipeline_test
 
 import (
+	"context"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline/pipelinetest"
@@ -38,6 +41,28 @@ func TestNameSuffix(t *testing.T) {
 			if got := p.Generic(event.GenericEvent{Object: obj}); got != want {
 				t.Errorf("NameSuffix(%q) passes %q: %v, want %v", tc.suffix, name, got, want)
 			}
+		}
+	}
+}
+
+func TestControllingTrainJob(t *testing.T) {
+	alpha := []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: "ml", Name: "alpha"}}}
+	for _, tc := range []struct {
+		name, owners string
+		want         []reconcile.Request
+	}{
+		{"controlled by a TrainJob", `[{apiVersion: trainer.kubeflow.org/v1alpha1, kind: TrainJob, name: alpha, uid: u, controller: true}]`, alpha},
+		{"another version of the group", `[{apiVersion: trainer.kubeflow.org/v1beta1, kind: TrainJob, name: alpha, uid: u, controller: true}]`, alpha},
+		{"the controller among other owners", `[{apiVersion: v1, kind: ConfigMap, name: x, uid: x}, {apiVersion: trainer.kubeflow.org/v1alpha1, kind: TrainJob, name: alpha, uid: u, controller: true}]`, alpha},
+		{"owned, not controlled", `[{apiVersion: trainer.kubeflow.org/v1alpha1, kind: TrainJob, name: alpha, uid: u}]`, nil},
+		{"a TrainJob of another group", `[{apiVersion: example.com/v1, kind: TrainJob, name: alpha, uid: u, controller: true}]`, nil},
+		{"a core kind named TrainJob", `[{apiVersion: v1, kind: TrainJob, name: alpha, uid: u, controller: true}]`, nil},
+		{"another kind", `[{apiVersion: trainer.kubeflow.org/v1alpha1, kind: TrainingRuntime, name: alpha, uid: u, controller: true}]`, nil},
+		{"no owner", `[]`, nil},
+	} {
+		obj := &metav1.PartialObjectMetadata{ObjectMeta: *pipelinetest.Decode[metav1.ObjectMeta](t, `{name: alpha, namespace: ml, ownerReferences: `+tc.owners+`}`)}
+		if diff := cmp.Diff(tc.want, pipeline.ControllingTrainJob(context.Background(), obj)); diff != "" {
+			t.Errorf("%s: ControllingTrainJob (-want +got):\n%s", tc.name, diff)
 		}
 	}
 }

@@ -89,10 +89,10 @@ func (r *TrainJobReconciler) SetupWithManager(mgr manager.Manager) error {
 	}
 	b := builder.ControllerManagedBy(mgr).
 		Named(TrainJobControllerName).
-		For(&trainer.TrainJob{}).
-		// Not metadata only: the snapshot is read from the structured cache,
-		// which must have seen the deletion when the reconcile runs.
-		Owns(&corev1.ConfigMap{}, builder.WithPredicates(snapshotDeleted))
+		For(&trainer.TrainJob{})
+	// Not metadata only: the snapshot is read from the structured cache,
+	// which must have seen the deletion when the reconcile runs.
+	b = pipeline.Owns(b, &corev1.ConfigMap{}, builder.WithPredicates(snapshotDeleted))
 	for _, rb := range r.framework.ReconcilerBuilders() {
 		b = rb(b, mgr.GetClient(), mgr.GetCache())
 	}

@@ -45,7 +45,7 @@ func ReconcilerBuilders(c client.Client, log logr.Logger, gvk schema.GroupVersio
 	}
 	return []pipeline.ReconcilerBuilder{
 		func(b *builder.Builder, _ client.Client, _ cache.Cache) *builder.Builder {
-			return b.Owns(podGroup)
+			return pipeline.Owns(b, podGroup)
 		},
 		func(b *builder.Builder, cl client.Client, _ cache.Cache) *builder.Builder {
 			return b.Watches(&corev1.LimitRange{}, handler.EnqueueRequestsFromMapFunc(SuspendedTrainJobsInNamespace(cl)))

@@ -61,7 +61,7 @@ func (j *JobSet) Name() string { return Name }
 func (j *JobSet) ReconcilerBuilders() []pipeline.ReconcilerBuilder {
 	return []pipeline.ReconcilerBuilder{
 		func(b *builder.Builder, _ client.Client, _ cache.Cache) *builder.Builder {
-			return b.Owns(&jobsetv1alpha2.JobSet{})
+			return pipeline.Owns(b, &jobsetv1alpha2.JobSet{})
 		},
 	}
 }
