@@ -10,7 +10,8 @@ import (
 type Knobs struct {
 	// N is the number of objects of a throughput round (BENCH_N, default 500).
 	N int
-	// Repeat is the number of A B B A blocks after the warm-up (BENCH_REPEAT, default 3).
+	// Repeat is the number of A B B A blocks after the warm-up (BENCH_REPEAT, default 5: ten pairs, so that the
+	// median of their ratios moves less with the machine's speed, which drifts by up to a quarter within a run).
 	Repeat int
 	// TrainJobs is the number of TrainJobs in the namespace of the memory and CLI measurements
 	// (BENCH_TRAINJOBS, default 1000).
@@ -43,7 +44,7 @@ func KnobsFromEnv() (Knobs, error) {
 		def  int
 	}{
 		{&k.N, "BENCH_N", 500},
-		{&k.Repeat, "BENCH_REPEAT", 3},
+		{&k.Repeat, "BENCH_REPEAT", 5},
 		{&k.TrainJobs, "BENCH_TRAINJOBS", 1000},
 		{&k.Suspended, "BENCH_SUSPENDED", 100},
 		{&k.ConfigMaps, "BENCH_CONFIGMAPS", 700},
