@@ -120,33 +120,39 @@ const (
 // starts from a quiet cluster, so that it does not pay for the work the round before left: after a B round,
 // the JobSet controller is still making the Jobs and Services of the JobSets created faster than it keeps up.
 func waitQuiet(ctx context.Context, timeout time.Duration) (float64, error) {
-	first, err := cpuSeconds()
+	first, err := descendantsCPU()
 	if err != nil {
 		return 0, err
 	}
-	last, used := first, 0.0
+	last := first
 	err = wait.PollUntilContextTimeout(ctx, quietWindow, timeout, false, func(context.Context) (bool, error) {
-		now, err := cpuSeconds()
+		now, err := descendantsCPU()
 		if err != nil {
 			return false, err
 		}
-		window := descendantsSum(now) - descendantsSum(last)
-		used, last = max(0, descendantsSum(now)-descendantsSum(first)), now
+		window := now - last
+		last = now
 		return window < quietCores*quietWindow.Seconds(), nil
 	})
+	used := max(0, last-first)
 	if err != nil {
 		return used, fmt.Errorf("waiting for the cluster to go quiet (under %.2f cores for %v): %w", quietCores, quietWindow, err)
 	}
 	return used, nil
 }
 
-// descendantsSum is the CPU seconds of a cpuSeconds, without the benchmark's own.
-func descendantsSum(cpu map[string]float64) float64 {
+// descendantsCPU is the CPU seconds the benchmark's descendants have used so far (cpuSeconds without the
+// benchmark's own).
+func descendantsCPU() (float64, error) {
+	cpu, err := cpuSeconds()
+	if err != nil {
+		return 0, err
+	}
 	sum := 0.0
 	for name, s := range cpu {
 		if name != "bench" {
 			sum += s
 		}
 	}
-	return sum
+	return sum, nil
 }
