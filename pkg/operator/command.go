@@ -158,7 +158,7 @@ func (o *CommandOptions) Complete(cmd *cobra.Command) (*config.Configuration, *r
 
 // Run starts the operator and blocks until SIGINT or SIGTERM.
 func (o *CommandOptions) Run(ctx context.Context, cfg *config.Configuration, restConfig *rest.Config) error {
-	logger := zap.New(zap.UseFlagOptions(&o.zap), zap.WriteTo(o.streams.ErrOut))
+	logger := zap.New(zap.UseFlagOptions(&o.zap), zap.WriteTo(o.streams.ErrOut), lazyValues())
 	log.SetLogger(logger)
 	klog.SetLogger(logger)
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)

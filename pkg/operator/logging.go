@@ -1,0 +1,24 @@
+package operator
+
+import (
+	uberzap "go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+)
+
+// lazyValues makes a logger encode the values added to it (WithValues) when
+// it writes a line, not when they are added. controller-runtime adds the
+// controller, the object and the reconcile ID to the logger of every
+// reconcile and of every webhook request, and most of them write no line:
+// encoding those values at once took a buffer each time, 7 % of what the
+// operator allocated in make bench.
+func lazyValues() zap.Opts {
+	return zap.RawZapOpts(uberzap.WrapCore(func(c zapcore.Core) zapcore.Core { return lazyCore{c} }))
+}
+
+// lazyCore is a core whose With defers to the first line written.
+type lazyCore struct{ zapcore.Core }
+
+func (c lazyCore) With(fields []zapcore.Field) zapcore.Core {
+	return lazyCore{zapcore.NewLazyWith(c.Core, fields)}
+}
