@@ -22,29 +22,32 @@ import (
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 )
 
-// hashedApplyObject is applyObject with, in AppliedHashAnnotation, the
-// hash of what it applies: the annotation travels with the object, so that
-// a later reconcile can tell the object is already as built without
-// writing it again (a suspended TrainJob's JobSet is rebuilt at every
-// reconcile).
-func hashedApplyObject(scheme *runtime.Scheme, obj client.Object, trainJobName string) (*unstructured.Unstructured, string, error) {
-	u, err := applyObject(scheme, obj, trainJobName)
+// builtObject is a copy of an object the Build phase returned, as the
+// operator writes it (labelled, see prepared), with, in
+// AppliedHashAnnotation, the hash of that copy: the annotation travels with
+// the object, so that a later reconcile can tell the object is already as
+// built without writing it again (a suspended TrainJob's JobSet is rebuilt
+// at every reconcile). The hash is of the typed object's JSON, which is
+// deterministic; the object is neither converted to unstructured nor
+// encoded twice for it.
+func builtObject(scheme *runtime.Scheme, obj client.Object, trainJobName string) (client.Object, schema.GroupVersionKind, string, error) {
+	built, gvk, err := prepared(scheme, obj, trainJobName)
 	if err != nil {
-		return nil, "", err
+		return nil, gvk, "", err
 	}
-	data, err := json.Marshal(u.Object)
+	data, err := json.Marshal(built)
 	if err != nil {
-		return nil, "", err
+		return nil, gvk, "", err
 	}
 	sum := sha256.Sum256(data)
 	hash := hex.EncodeToString(sum[:16])
-	annotations := u.GetAnnotations()
+	annotations := built.GetAnnotations()
 	if annotations == nil {
 		annotations = map[string]string{}
 	}
 	annotations[AppliedHashAnnotation] = hash
-	u.SetAnnotations(annotations)
-	return u, hash, nil
+	built.SetAnnotations(annotations)
+	return built, gvk, hash, nil
 }
 
 // builtState is what asBuilt found of a built object.
@@ -66,9 +69,8 @@ const (
 // server: the cache may not have seen the last write yet. An object found
 // with the hash is remembered for the rest of the reconcile; one found
 // without it is returned when read from the API server.
-func (r *TrainJobReconciler) asBuilt(ctx context.Context, u *unstructured.Unstructured, hash string, mayExist bool) (builtState, client.Object, error) {
-	gvk := u.GroupVersionKind()
-	key := client.ObjectKeyFromObject(u)
+func (r *TrainJobReconciler) asBuilt(ctx context.Context, built client.Object, gvk schema.GroupVersionKind, hash string, mayExist bool) (builtState, client.Object, error) {
+	key := client.ObjectKeyFromObject(built)
 	state := builtAbsent
 	for _, reader := range []client.Reader{r.client, r.live} {
 		obj, err := r.newObject(gvk)

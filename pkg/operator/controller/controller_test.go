@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -213,6 +214,42 @@ func TestApplyObject(t *testing.T) {
 	}
 	if _, ok := u.Object["status"]; ok || u.GetLabels() != nil || u.GetKind() != "JobSet" || u.GetAPIVersion() != "jobset.x-k8s.io/v1alpha2" {
 		t.Errorf("JobSet: %v; want apiVersion and kind, no status, no label", u.Object)
+	}
+}
+
+func TestBuiltObject(t *testing.T) {
+	s := scheme.New()
+	js := &jobsetv1alpha2.JobSet{ObjectMeta: metav1.ObjectMeta{Name: "alpha", Namespace: "ns", Annotations: map[string]string{"a": "b"}},
+		Spec: jobsetv1alpha2.JobSetSpec{Suspend: ptr.To(true)}}
+	orig := js.DeepCopy()
+	built, gvk, hash, err := builtObject(s, js, "alpha")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(orig, js); diff != "" {
+		t.Errorf("builtObject changed the object the Build phase returned (-before +after):\n%s", diff)
+	}
+	if gvk.Kind != "JobSet" || built.GetObjectKind().GroupVersionKind() != gvk {
+		t.Errorf("kind %v, object kind %v; want JobSet on both", gvk, built.GetObjectKind().GroupVersionKind())
+	}
+	if want := map[string]string{"a": "b", AppliedHashAnnotation: hash}; !maps.Equal(built.GetAnnotations(), want) || len(hash) != 32 {
+		t.Errorf("annotations %v, want %v (a 32-digit hash)", built.GetAnnotations(), want)
+	}
+	_, _, again, err := builtObject(s, js.DeepCopy(), "alpha")
+	if err != nil || again != hash {
+		t.Errorf("the same object hashed %q then %q (%v)", hash, again, err)
+	}
+	js.Spec.Suspend = ptr.To(false)
+	if _, _, resumed, _ := builtObject(s, js, "alpha"); resumed == hash {
+		t.Error("a resumed JobSet has the suspended one's hash")
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "alpha-mpi-hostfile", Namespace: "ns"}}
+	builtCM, _, cmHash, err := builtObject(s, cm, "alpha")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if builtCM.GetLabels()[TrainJobNameLabel] != "alpha" || cm.Labels != nil || cmHash == hash {
+		t.Errorf("ConfigMap labels %v (the Build phase's %v), hash %q; want the TrainJob's name label on the copy only", builtCM.GetLabels(), cm.Labels, cmHash)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/util/csaupgrade"
@@ -277,37 +278,40 @@ func (r *TrainJobReconciler) apply(ctx context.Context, tj *trainer.TrainJob, ob
 
 // applyBuilt writes an object the Build phase returned, with the hash of
 // what is written in AppliedHashAnnotation, unless the object already
-// carries that hash. A new object is created (a create costs the API server
-// less than the server-side apply of a new object); one that exists is
-// applied over, after takeOverCreate.
+// carries that hash. A new object is created, typed (a create costs the API
+// server less than the server-side apply of a new object); one that exists
+// is applied over, after takeOverCreate.
 func (r *TrainJobReconciler) applyBuilt(ctx context.Context, tj *trainer.TrainJob, obj client.Object, mayExist bool) error {
-	u, hash, err := hashedApplyObject(r.scheme, obj, tj.Name)
+	built, gvk, hash, err := builtObject(r.scheme, obj, tj.Name)
 	if err != nil {
 		return &applyError{kind: fmt.Sprintf("%T", obj), name: obj.GetName(), err: err}
 	}
-	state, live, err := r.asBuilt(ctx, u, hash, mayExist)
+	state, live, err := r.asBuilt(ctx, built, gvk, hash, mayExist)
 	switch {
 	case err != nil:
-		return &applyError{kind: u.GetKind(), name: u.GetName(), err: err}
+		return &applyError{kind: gvk.Kind, name: built.GetName(), err: err}
 	case state == builtSame:
 		return nil
 	case state == builtAbsent:
-		gvk := u.GroupVersionKind()
-		created := u.DeepCopy()
-		err := r.client.Create(ctx, created, client.FieldOwner(FieldManager))
+		// A failed create leaves built as it was.
+		err := r.client.Create(ctx, built, client.FieldOwner(FieldManager))
 		if err == nil {
 			// The API server answered with the object as stored.
-			created.SetGroupVersionKind(gvk)
-			r.rememberApplied(ctx, created)
+			built.SetManagedFields(nil)
+			remember(ctx, gvk, built)
 			return nil
 		}
 		if !apierrors.IsAlreadyExists(err) {
-			return &applyError{kind: gvk.Kind, name: u.GetName(), err: err}
+			return &applyError{kind: gvk.Kind, name: built.GetName(), err: err}
 		}
 		live = nil
 	}
+	u, err := unstructuredToApply(built, gvk)
+	if err != nil {
+		return &applyError{kind: gvk.Kind, name: built.GetName(), err: err}
+	}
 	if err := r.takeOverCreate(ctx, u, live); err != nil {
-		return &applyError{kind: u.GetKind(), name: u.GetName(), err: err}
+		return &applyError{kind: gvk.Kind, name: built.GetName(), err: err}
 	}
 	return r.applyUnstructured(ctx, u)
 }
@@ -364,15 +368,41 @@ func (r *TrainJobReconciler) applyUnstructured(ctx context.Context, u *unstructu
 }
 
 // applyObject is the unstructured form of a built object that server-side
-// apply sends: with its apiVersion and kind, without status and
-// creationTimestamp (which only the server sets), and for ConfigMaps and
-// Secrets with the label the operator's cache selects them by.
+// apply sends: prepared, without status and creationTimestamp (which only
+// the server sets).
 func applyObject(scheme *runtime.Scheme, obj client.Object, trainJobName string) (*unstructured.Unstructured, error) {
-	gvk, err := apiutil.GVKForObject(obj, scheme)
+	built, gvk, err := prepared(scheme, obj, trainJobName)
 	if err != nil {
 		return nil, err
 	}
-	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	return unstructuredToApply(built, gvk)
+}
+
+// prepared is a copy of a built object as the operator writes it: with its
+// apiVersion and kind, without creationTimestamp, and for ConfigMaps and
+// Secrets with the label the operator's cache selects them by.
+func prepared(scheme *runtime.Scheme, obj client.Object, trainJobName string) (client.Object, schema.GroupVersionKind, error) {
+	gvk, err := apiutil.GVKForObject(obj, scheme)
+	if err != nil {
+		return nil, gvk, err
+	}
+	built := obj.DeepCopyObject().(client.Object)
+	built.GetObjectKind().SetGroupVersionKind(gvk)
+	built.SetCreationTimestamp(metav1.Time{})
+	if gvk.Group == "" && (gvk.Kind == "ConfigMap" || gvk.Kind == "Secret") {
+		labels := built.GetLabels()
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		labels[TrainJobNameLabel] = trainJobName
+		built.SetLabels(labels)
+	}
+	return built, gvk, nil
+}
+
+// unstructuredToApply converts a prepared object for server-side apply.
+func unstructuredToApply(built client.Object, gvk schema.GroupVersionKind) (*unstructured.Unstructured, error) {
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(built)
 	if err != nil {
 		return nil, err
 	}
@@ -380,14 +410,6 @@ func applyObject(scheme *runtime.Scheme, obj client.Object, trainJobName string)
 	u.SetGroupVersionKind(gvk)
 	delete(u.Object, "status")
 	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
-	if gvk.Group == "" && (gvk.Kind == "ConfigMap" || gvk.Kind == "Secret") {
-		labels := u.GetLabels()
-		if labels == nil {
-			labels = map[string]string{}
-		}
-		labels[TrainJobNameLabel] = trainJobName
-		u.SetLabels(labels)
-	}
 	return u, nil
 }
 
