@@ -156,3 +156,24 @@ func descendantsCPU() (float64, error) {
 	}
 	return sum, nil
 }
+
+// stealSeconds is the CPU time the host has taken from this machine's CPUs so far (steal, in /proc/stat): time
+// a virtual CPU was ready to run but the hypervisor ran something else. A round with much of it ran on a
+// slower machine than its pair.
+func stealSeconds() (float64, error) {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, err
+	}
+	// cpu  user nice system idle iowait irq softirq steal …, in clock ticks, over all CPUs.
+	line, _, _ := strings.Cut(string(data), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0, fmt.Errorf("/proc/stat: first line %q", line)
+	}
+	steal, err := strconv.ParseFloat(f[8], 64)
+	if err != nil {
+		return 0, fmt.Errorf("/proc/stat: steal %q: %w", f[8], err)
+	}
+	return steal / clockTicks, nil
+}

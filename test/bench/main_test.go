@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -41,6 +42,11 @@ func TestSmoke(t *testing.T) {
 		}
 		if all := medianOf(rounds, "all"); all <= 0 {
 			t.Errorf("%s rounds took %v CPU seconds: %v", kind, all, rounds)
+		}
+	}
+	for kind, steal := range map[string][]float64{"A": th.ASteal, "B": th.BSteal} {
+		if len(steal) != 2 || slices.ContainsFunc(steal, func(s float64) bool { return s < 0 }) {
+			t.Errorf("the host's steal over the %s rounds: %v; want 2 values, none negative", kind, steal)
 		}
 	}
 	// The operator runs as its ServiceAccount: a write its Role does not allow fails every reconcile.

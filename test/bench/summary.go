@@ -44,6 +44,9 @@ type ThroughputResult struct {
 	// ACPU and BCPU are, per round, the CPU seconds each program of the cluster used during it, by name.
 	ACPU []map[string]float64 `json:"aCPUSeconds"`
 	BCPU []map[string]float64 `json:"bCPUSeconds"`
+	// ASteal and BSteal are, per round, the CPU seconds the host took from the machine (steal).
+	ASteal []float64 `json:"aStealSeconds"`
+	BSteal []float64 `json:"bStealSeconds"`
 	// Ratio is A/B of each pair of rounds (A B and B A of every block).
 	Ratio []float64 `json:"ratio"`
 	// The operator's requests per TrainJob over the A rounds, by verb and resource.
@@ -197,6 +200,7 @@ func (s *Summary) Print(w io.Writer) {
 	for _, name := range cpuPrograms(t.ACPU, t.BCPU) {
 		fmt.Fprintf(tw, "  %s\t%.2f\t%.2f\t\n", name, medianOf(t.ACPU, name), medianOf(t.BCPU, name))
 	}
+	fmt.Fprintf(tw, "  taken by the host (steal; max)\t%.2f (%.2f)\t%.2f (%.2f)\t\n", median(t.ASteal), maxOf(t.ASteal), median(t.BSteal), maxOf(t.BSteal))
 	fmt.Fprintf(tw, "operator writes per TrainJob\t%.2f\t%s\n", t.Writes, by(t.WritesPerTrainJob))
 	fmt.Fprintf(tw, "operator Events per TrainJob\t%.2f\t%s\n", t.Events, by(t.EventsPerTrainJob))
 	fmt.Fprintf(tw, "operator reads per TrainJob\t\t%s\n", by(t.ReadsPerTrainJob))

@@ -53,6 +53,7 @@ type round struct {
 	reconciles float64            // reconciles of the TrainJob controller during the round (A only)
 	cpu        map[string]float64 // CPU seconds of each program from the first create until the n-th JobSet
 	leftover   float64            // CPU seconds the cluster used, after the clean-up of the round before, to go quiet
+	steal      float64            // CPU seconds the host took from the machine during the round
 }
 
 // throughput runs the warm-up, Repeat blocks of A B B A, and a profiled A round.
@@ -74,12 +75,13 @@ func (b *bench) throughput(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			b.logf("  repeat %d %s: %d JobSets in %.2fs (creates returned after %.2fs; %.2f CPU seconds to go quiet before)",
-				r, k, b.k.N, res.seconds, res.created, res.leftover)
+			b.logf("  repeat %d %s: %d JobSets in %.2fs (creates returned after %.2fs; %.2f CPU seconds to go quiet before; host took %.2f CPU seconds)",
+				r, k, b.k.N, res.seconds, res.created, res.leftover, res.steal)
 			if k == kindA {
 				t.A = append(t.A, res.seconds)
 				t.ACreated = append(t.ACreated, res.created)
 				t.ACPU = append(t.ACPU, res.cpu)
+				t.ASteal = append(t.ASteal, res.steal)
 				requests.add(res.requests)
 				t.FailedReconciles += res.failed
 				reconciles += res.reconciles
@@ -87,6 +89,7 @@ func (b *bench) throughput(ctx context.Context) error {
 			} else {
 				t.B = append(t.B, res.seconds)
 				t.BCPU = append(t.BCPU, res.cpu)
+				t.BSteal = append(t.BSteal, res.steal)
 				pair[1] = res.seconds
 			}
 			if i%2 == 1 { // the second of a pair
@@ -160,6 +163,10 @@ func (b *bench) round(ctx context.Context, k kind, n int, ns string) (res round,
 	if err != nil {
 		return res, err
 	}
+	steal, err := stealSeconds()
+	if err != nil {
+		return res, err
+	}
 	start := time.Now()
 	created := make(chan error, 1)
 	go func() {
@@ -178,6 +185,10 @@ func (b *bench) round(ctx context.Context, k kind, n int, ns string) (res round,
 	if res.cpu, err = cpuSince(cpu); err != nil {
 		return res, err
 	}
+	if res.steal, err = stealSeconds(); err != nil {
+		return res, err
+	}
+	res.steal -= steal
 	if k == kindB {
 		return res, nil
 	}
