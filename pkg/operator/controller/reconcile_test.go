@@ -34,6 +34,7 @@ func newTestReconciler(t *testing.T, objs ...client.Object) (*TrainJobReconciler
 	return &TrainJobReconciler{
 		client: c, live: c, scheme: s, framework: fw, recorder: rec,
 		snapshots:    newSnapshots(c, c, s),
+		creates:      newCreator(c, nil, nil, s),
 		stages:       &stageClock{seen: map[types.NamespacedName]stageSince{}},
 		statusWrites: &statusWrites{from: map[types.NamespacedName]string{}},
 		now:          func() time.Time { return now },

@@ -52,6 +52,7 @@ type TrainJobReconciler struct {
 	framework    *pipeline.Framework
 	recorder     eventRecorder
 	snapshots    *snapshots
+	creates      *creator
 	stages       *stageClock
 	statusWrites *statusWrites
 	now          func() time.Time
@@ -73,6 +74,7 @@ func NewTrainJobReconciler(mgr manager.Manager, fw *pipeline.Framework) *TrainJo
 		framework:    fw,
 		recorder:     eventrecorder.New(mgr.GetClient(), mgr.GetScheme(), TrainJobRecorderName),
 		snapshots:    newSnapshots(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetScheme()),
+		creates:      newCreator(mgr.GetClient(), mgr.GetConfig(), mgr.GetHTTPClient(), mgr.GetScheme()),
 		stages:       &stageClock{seen: map[types.NamespacedName]stageSince{}},
 		statusWrites: &statusWrites{from: map[types.NamespacedName]string{}},
 		now:          time.Now,
@@ -278,9 +280,9 @@ func (r *TrainJobReconciler) apply(ctx context.Context, tj *trainer.TrainJob, ob
 
 // applyBuilt writes an object the Build phase returned, with the hash of
 // what is written in AppliedHashAnnotation, unless the object already
-// carries that hash. A new object is created, typed (a create costs the API
-// server less than the server-side apply of a new object); one that exists
-// is applied over, after takeOverCreate.
+// carries that hash. A new object is created (a create costs the API server
+// less than the server-side apply of a new object; see creator); one that
+// exists is applied over, after takeOverCreate.
 func (r *TrainJobReconciler) applyBuilt(ctx context.Context, tj *trainer.TrainJob, obj client.Object, mayExist bool) error {
 	built, gvk, hash, err := builtObject(r.scheme, obj, tj.Name)
 	if err != nil {
@@ -293,11 +295,8 @@ func (r *TrainJobReconciler) applyBuilt(ctx context.Context, tj *trainer.TrainJo
 	case state == builtSame:
 		return nil
 	case state == builtAbsent:
-		// A failed create leaves built as it was.
-		err := r.client.Create(ctx, built, client.FieldOwner(FieldManager))
+		err := r.creates.create(ctx, built, gvk)
 		if err == nil {
-			// The API server answered with the object as stored.
-			built.SetManagedFields(nil)
 			remember(ctx, gvk, built)
 			return nil
 		}
