@@ -28,8 +28,7 @@ import (
 // the object, so that a later reconcile can tell the object is already as
 // built without writing it again (a suspended TrainJob's JobSet is rebuilt
 // at every reconcile). The hash is of the typed object's JSON, which is
-// deterministic; the object is neither converted to unstructured nor
-// encoded twice for it.
+// deterministic: no conversion to unstructured is needed for it.
 func builtObject(scheme *runtime.Scheme, obj client.Object, trainJobName string) (client.Object, schema.GroupVersionKind, string, error) {
 	built, gvk, err := prepared(scheme, obj, trainJobName)
 	if err != nil {
