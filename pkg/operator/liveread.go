@@ -8,7 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/controller"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/apply"
 )
 
 // liveOnMiss is the client the plugins read through. What the reconcile
@@ -33,7 +33,7 @@ var scopedKinds = map[schema.GroupKind]bool{
 // the API server when the cache does not have a ConfigMap or Secret.
 func (c *liveOnMiss) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 	gvk, gvkErr := apiutil.GVKForObject(obj, c.Scheme())
-	if gvkErr == nil && controller.WrittenObject(ctx, gvk, key, obj) {
+	if gvkErr == nil && apply.Written(ctx, gvk, key, obj) {
 		return nil
 	}
 	err := c.Client.Get(ctx, key, obj, opts...)

@@ -30,6 +30,7 @@ import (
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/apply"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/config"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/controller"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/metrics"
@@ -183,7 +184,7 @@ func New(ctx context.Context, opts Options) (*Operator, error) {
 // the ones it applies, everything only in the watched namespace if one is
 // set; and what nobody reads is dropped (trimForCache).
 func cacheOptions(cfg *config.Configuration) cache.Options {
-	owned, _ := labels.NewRequirement(controller.TrainJobNameLabel, selection.Exists, nil)
+	owned, _ := labels.NewRequirement(apply.TrainJobNameLabel, selection.Exists, nil)
 	selector := labels.NewSelector().Add(*owned)
 	opts := cache.Options{
 		ByObject: map[client.Object]cache.ByObject{

@@ -9,21 +9,6 @@ const (
 	TrainJobRecorderName = "trainer-trainjob-controller"
 )
 
-// FieldManager is the server-side apply field manager of every object the
-// operator applies.
-const FieldManager = "trainer"
-
-// TrainJobNameLabel is set on every ConfigMap and Secret the operator
-// applies for a TrainJob, with the TrainJob's name. The operator caches only
-// ConfigMaps and Secrets that carry it, rather than every one in the
-// cluster (kubeflow/trainer#3374).
-const TrainJobNameLabel = "trainer.kubeflow.org/trainjob-name"
-
-// AppliedHashAnnotation is set on every object the Build phase returns,
-// with the hash of what the operator applied: an object that carries the
-// hash of what the operator would apply now is not applied again.
-const AppliedHashAnnotation = "trainer.kubeflow.org/applied-hash"
-
 // Events. Upstream records only TrainJobResourcesCreationFailed; this
 // operator also records one event per condition transition, with the
 // condition's reason and message and, as the action, the condition type.
@@ -41,6 +26,11 @@ const (
 	ComponentsBuildFailedPrefix    = "Failed to build TrainJob components: "
 	ComponentsCreationFailedPrefix = "Failed to create TrainJob components: "
 )
+
+// ComponentNotControlledReason is the reason of ComponentsCreated=False
+// while an object that has the name of one of the TrainJob's children exists
+// and the TrainJob does not control it (added to upstream's reasons).
+const ComponentNotControlledReason = "ComponentNotControlled"
 
 // Lengths the API server accepts.
 const (

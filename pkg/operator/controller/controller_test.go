@@ -1,8 +1,8 @@
 package controller
 
 import (
+	"errors"
 	"fmt"
-	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -10,14 +10,14 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/apply"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/runtimes"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/scheme"
@@ -51,7 +51,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 			t.Fatal(err)
 		}
 		cm := newSnapshot(content, tj)
-		if got := cm.Labels[TrainJobNameLabel]; got != "alpha" || cm.Name != "alpha-runtime-snapshot" {
+		if got := cm.Labels[apply.TrainJobNameLabel]; got != "alpha" || cm.Name != "alpha-runtime-snapshot" {
 			t.Errorf("snapshot %s labelled %q, want alpha-runtime-snapshot labelled alpha", cm.Name, got)
 		}
 		if owner := metav1.GetControllerOf(cm); owner == nil || owner.UID != tj.UID || !ptr.Deref(owner.BlockOwnerDeletion, false) {
@@ -115,60 +115,51 @@ func TestEncodingCache(t *testing.T) {
 	}
 }
 
-// TestOmitsAny: content leaves out a managed field when a map field, a list
-// item by key, by value or by index, or anything below one, is missing.
-func TestOmitsAny(t *testing.T) {
-	content := map[string]any{
-		"metadata": map[string]any{"labels": map[string]any{"a": "1"}},
-		"spec": map[string]any{
-			"replicatedJobs": []any{map[string]any{"name": "node", "replicas": int64(2)}},
-			"finalizers":     []any{"x"},
-			"args":           []any{"--a"},
-		},
-	}
-	u := &unstructured.Unstructured{Object: content}
-	for _, tc := range []struct {
-		fields string
-		want   bool
-	}{
-		{`{"f:metadata":{"f:labels":{".":{},"f:a":{}}}}`, false},
-		{`{"f:metadata":{"f:labels":{"f:b":{}}}}`, true},
-		{`{"f:spec":{"f:replicatedJobs":{"k:{\"name\":\"node\"}":{".":{},"f:replicas":{}}}}}`, false},
-		{`{"f:spec":{"f:replicatedJobs":{"k:{\"name\":\"node\"}":{"f:parallelism":{}}}}}`, true},
-		{`{"f:spec":{"f:replicatedJobs":{"k:{\"name\":\"launcher\"}":{}}}}`, true},
-		{`{"f:spec":{"f:finalizers":{"v:\"x\"":{}}}}`, false},
-		{`{"f:spec":{"f:finalizers":{"v:\"y\"":{}}}}`, true},
-		{`{"f:spec":{"f:args":{"i:0":{}}}}`, false},
-		{`{"f:spec":{"f:args":{"i:1":{}}}}`, true},
-		{`{"f:status":{}}`, true},
-	} {
-		got, err := omitsAny(u, &metav1.FieldsV1{Raw: []byte(tc.fields)})
-		if err != nil || got != tc.want {
-			t.Errorf("omitsAny(%s) = %v, %v; want %v", tc.fields, got, err, tc.want)
-		}
-	}
-	if _, err := omitsAny(u, &metav1.FieldsV1{Raw: []byte(`{"x":`)}); err == nil {
-		t.Error("omitsAny of broken managed fields: no error")
-	}
-}
-
-func TestDecodeSnapshotErrors(t *testing.T) {
+// snapshotFixture is a decoder, and a TrainJob with the snapshot of a
+// ClusterTrainingRuntime it controls.
+func snapshotFixture(t *testing.T) (runtime.Decoder, *corev1.ConfigMap, *trainer.TrainJob) {
+	t.Helper()
 	s := scheme.New()
-	decoder := serializer.NewCodecFactory(s).UniversalDeserializer()
 	rt, _ := pipeline.RuntimeOf(&trainer.ClusterTrainingRuntime{ObjectMeta: metav1.ObjectMeta{Name: "torch"}})
 	tj := trainJob(trainer.ClusterTrainingRuntimeKind)
 	content, err := encodeSnapshot(s, rt)
 	if err != nil {
 		t.Fatal(err)
 	}
-	good := newSnapshot(content, tj)
+	return serializer.NewCodecFactory(s).UniversalDeserializer(), newSnapshot(content, tj), tj
+}
+
+// TestDecodeSnapshotNotControlled: a snapshot the TrainJob does not control
+// (another TrainJob's, or nobody's) is not read.
+func TestDecodeSnapshotNotControlled(t *testing.T) {
+	decoder, earlier, tj := snapshotFixture(t)
+	orphan := earlier.DeepCopy()
+	orphan.OwnerReferences = nil
+	now := tj.DeepCopy()
+	now.UID = "uid-2"
+	for _, tc := range []struct {
+		name string
+		cm   *corev1.ConfigMap
+		want string
+	}{
+		{"an earlier TrainJob's", earlier, `ConfigMap ns/alpha-runtime-snapshot exists and is not controlled by TrainJob "alpha": its controller is an earlier TrainJob "alpha" (uid uid-1), not yet garbage-collected`},
+		{"an orphan", orphan, `ConfigMap ns/alpha-runtime-snapshot exists and is not controlled by TrainJob "alpha": it has no controller`},
+	} {
+		_, err := runtimes.DecodeSnapshot(decoder, tc.cm, now)
+		var nc *pipeline.NotControlledError
+		if !errors.As(err, &nc) || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want a NotControlledError starting %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+func TestDecodeSnapshotErrors(t *testing.T) {
+	decoder, good, tj := snapshotFixture(t)
 	cases := []struct {
 		name    string
 		edit    func(*corev1.ConfigMap, *trainer.TrainJob)
 		wantErr string
 	}{
-		{name: "owned by another TrainJob", edit: func(_ *corev1.ConfigMap, tj *trainer.TrainJob) { tj.UID = "other" }, wantErr: "is not controlled by TrainJob alpha (uid other)"},
-		{name: "no owner", edit: func(cm *corev1.ConfigMap, _ *trainer.TrainJob) { cm.OwnerReferences = nil }, wantErr: "is not controlled by"},
 		{name: "no runtime key", edit: func(cm *corev1.ConfigMap, _ *trainer.TrainJob) { cm.Data = map[string]string{"x": ""} }, wantErr: `has no "runtime" key`},
 		{name: "not YAML of an object", edit: func(cm *corev1.ConfigMap, _ *trainer.TrainJob) { cm.Data[runtimes.SnapshotKey] = "{{" }, wantErr: "invalid runtime snapshot: ConfigMap alpha-runtime-snapshot:"},
 		{name: "not a runtime", edit: func(cm *corev1.ConfigMap, _ *trainer.TrainJob) {
@@ -192,67 +183,6 @@ func TestDecodeSnapshotErrors(t *testing.T) {
 	}
 }
 
-func TestApplyObject(t *testing.T) {
-	s := scheme.New()
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "alpha-mpi-hostfile", Namespace: "ns", Labels: map[string]string{"a": "b"}}}
-	u, err := applyObject(s, cm, "alpha")
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]any{
-		"apiVersion": "v1", "kind": "ConfigMap",
-		"metadata": map[string]any{"name": "alpha-mpi-hostfile", "namespace": "ns",
-			"labels": map[string]any{"a": "b", TrainJobNameLabel: "alpha"}},
-	}
-	if diff := cmp.Diff(want, u.Object); diff != "" {
-		t.Errorf("ConfigMap (-want +got):\n%s", diff)
-	}
-	js := &jobsetv1alpha2.JobSet{ObjectMeta: metav1.ObjectMeta{Name: "alpha", Namespace: "ns"}}
-	u, err = applyObject(s, js, "alpha")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := u.Object["status"]; ok || u.GetLabels() != nil || u.GetKind() != "JobSet" || u.GetAPIVersion() != "jobset.x-k8s.io/v1alpha2" {
-		t.Errorf("JobSet: %v; want apiVersion and kind, no status, no label", u.Object)
-	}
-}
-
-func TestBuiltObject(t *testing.T) {
-	s := scheme.New()
-	js := &jobsetv1alpha2.JobSet{ObjectMeta: metav1.ObjectMeta{Name: "alpha", Namespace: "ns", Annotations: map[string]string{"a": "b"}},
-		Spec: jobsetv1alpha2.JobSetSpec{Suspend: ptr.To(true)}}
-	orig := js.DeepCopy()
-	built, gvk, hash, err := builtObject(s, js, "alpha")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(orig, js); diff != "" {
-		t.Errorf("builtObject changed the object the Build phase returned (-before +after):\n%s", diff)
-	}
-	if gvk.Kind != "JobSet" || built.GetObjectKind().GroupVersionKind() != gvk {
-		t.Errorf("kind %v, object kind %v; want JobSet on both", gvk, built.GetObjectKind().GroupVersionKind())
-	}
-	if want := map[string]string{"a": "b", AppliedHashAnnotation: hash}; !maps.Equal(built.GetAnnotations(), want) || len(hash) != 32 {
-		t.Errorf("annotations %v, want %v (a 32-digit hash)", built.GetAnnotations(), want)
-	}
-	_, _, again, err := builtObject(s, js.DeepCopy(), "alpha")
-	if err != nil || again != hash {
-		t.Errorf("the same object hashed %q then %q (%v)", hash, again, err)
-	}
-	js.Spec.Suspend = ptr.To(false)
-	if _, _, resumed, _ := builtObject(s, js, "alpha"); resumed == hash {
-		t.Error("a resumed JobSet has the suspended one's hash")
-	}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "alpha-mpi-hostfile", Namespace: "ns"}}
-	builtCM, _, cmHash, err := builtObject(s, cm, "alpha")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if builtCM.GetLabels()[TrainJobNameLabel] != "alpha" || cm.Labels != nil || cmHash == hash {
-		t.Errorf("ConfigMap labels %v (the Build phase's %v), hash %q; want the TrainJob's name label on the copy only", builtCM.GetLabels(), cm.Labels, cmHash)
-	}
-}
-
 func TestTransitions(t *testing.T) {
 	now := metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	tj := trainJob(trainer.ClusterTrainingRuntimeKind)
@@ -262,7 +192,7 @@ func TestTransitions(t *testing.T) {
 		{Type: trainer.TrainJobComponentsCreated, Status: metav1.ConditionFalse, Reason: trainer.TrainJobJobsBuildFailedReason, Message: "old"},
 	}
 	u := newStatusUpdate(tj, now)
-	setSuspended(u) // still suspended: no transition
+	setSuspended(u, true) // still suspended: no transition
 	u.setCondition(trainer.TrainJobComponentsCreated, metav1.ConditionFalse, trainer.TrainJobJobsBuildFailedReason, "new message")
 	if got := u.transitions(); len(got) != 0 {
 		t.Errorf("a message change is not a transition; got %+v", got)

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/apply"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline/plugins"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/scheme"
@@ -32,12 +33,11 @@ func newTestReconciler(t *testing.T, objs ...client.Object) (*TrainJobReconciler
 	rec := events.NewFakeRecorder(10)
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	return &TrainJobReconciler{
-		client: c, live: c, scheme: s, framework: fw, recorder: rec,
-		snapshots:    newSnapshots(c, c, s),
-		creates:      newCreator(c, nil, nil, s),
-		stages:       &stageClock{seen: map[types.NamespacedName]stageSince{}},
-		statusWrites: &statusWrites{from: map[types.NamespacedName]string{}},
-		now:          func() time.Time { return now },
+		client: c, framework: fw, recorder: rec,
+		snapshots: newSnapshots(c, c, s),
+		applier:   apply.New(c, c, s, nil, nil),
+		stages:    &stageClock{seen: map[types.NamespacedName]stageSince{}},
+		now:       func() time.Time { return now },
 	}, c, rec
 }
 

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/apply"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/runtimes"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
 )
@@ -141,7 +142,7 @@ func newSnapshot(content string, tj *trainer.TrainJob) *corev1.ConfigMap {
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            runtimes.SnapshotName(tj),
 			Namespace:       tj.Namespace,
-			Labels:          map[string]string{TrainJobNameLabel: tj.Name},
+			Labels:          map[string]string{apply.TrainJobNameLabel: tj.Name},
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(tj, trainer.GroupVersion.WithKind(trainer.TrainJobKind))},
 		},
 		Data: map[string]string{runtimes.SnapshotKey: content},

@@ -7,7 +7,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -45,13 +44,14 @@ func Snapshot(ctx context.Context, cached, live client.Reader, decoder runtime.D
 }
 
 // DecodeSnapshot reads the runtime out of a snapshot ConfigMap, after
-// checking that it belongs to tj and holds the runtime tj references.
+// checking that tj controls it (else a pipeline.NotControlledError) and that
+// it holds the runtime tj references.
 func DecodeSnapshot(decoder runtime.Decoder, cm *corev1.ConfigMap, tj *trainer.TrainJob) (*pipeline.Runtime, error) {
 	invalid := func(format string, args ...any) error {
 		return fmt.Errorf("invalid runtime snapshot: "+format, args...)
 	}
-	if owner := metav1.GetControllerOf(cm); owner == nil || owner.UID != tj.UID {
-		return nil, invalid("ConfigMap %s is not controlled by TrainJob %s (uid %s)", cm.Name, tj.Name, tj.UID)
+	if err := pipeline.CheckControlled(cm, "ConfigMap", tj); err != nil {
+		return nil, err
 	}
 	data, ok := cm.Data[SnapshotKey]
 	if !ok {

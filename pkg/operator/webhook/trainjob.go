@@ -100,8 +100,16 @@ func (v *TrainJobValidator) ValidateCreate(ctx context.Context, tj *trainer.Trai
 	return v.validate(ctx, nil, tj)
 }
 
-// ValidateUpdate validates a changed TrainJob.
+// ValidateUpdate validates a changed TrainJob. An update that leaves the
+// spec as it was (labels, annotations, finalizers, owner references), and
+// any update of a TrainJob being deleted, is admitted as it is: the garbage
+// collector's removal of its finalizer (`--cascade=foreground`) or of owner
+// references (`--cascade=orphan`) must always go through, even when the
+// runtime or the snapshot is gone.
 func (v *TrainJobValidator) ValidateUpdate(ctx context.Context, oldObj, newObj *trainer.TrainJob) (admission.Warnings, error) {
+	if !newObj.DeletionTimestamp.IsZero() || equality.Semantic.DeepEqual(oldObj.Spec, newObj.Spec) {
+		return nil, nil
+	}
 	return v.validate(ctx, oldObj, newObj)
 }
 

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -32,9 +34,16 @@ func TrainJob(t testing.TB, doc string) *trainer.TrainJob {
 		tj.Namespace = "default"
 	}
 	if tj.UID == "" {
-		tj.UID = "uid-" + "0001"
+		tj.UID = "uid-0001"
 	}
 	return tj
+}
+
+// ControlledBy is the owner references of an object that the TrainJob
+// named name, with TrainJob's default UID, controls.
+func ControlledBy(name string) []metav1.OwnerReference {
+	return []metav1.OwnerReference{{APIVersion: trainer.GroupVersion.String(), Kind: trainer.TrainJobKind, Name: name,
+		UID: "uid-0001", Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}
 }
 
 // Runtime decodes a TrainingRuntime or ClusterTrainingRuntime (by its kind).

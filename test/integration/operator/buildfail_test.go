@@ -3,10 +3,8 @@ package operator_test
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -62,9 +60,9 @@ func TestBuildFailure(t *testing.T) {
 			}
 			return env.Client.Update(ctx, rt)
 		})
-		deleteSnapshot(t, tj)
 	}
 	setEnvInjection("sidecar")
+	deleteSnapshot(t, tj)
 
 	const cause = `EnforceMLPolicy plugin Torch: envInjection target podSet "node" container "sidecar" not found in runtime template`
 	buildFailed := condition{trainer.TrainJobComponentsCreated, "False", trainer.TrainJobJobsBuildFailedReason, "Failed to build TrainJob components: " + cause}
@@ -96,6 +94,10 @@ func TestBuildFailure(t *testing.T) {
 	create(t, other)
 	trainJobMatches(t, other, "another TrainJob is reconciled", hasConditions(componentsCreated))
 
+	// A failed build takes no snapshot: fixing the runtime is enough.
+	if err := optest.Absent(t.Context(), env.Client, nsName(ns, "alpha"+runtimes.SnapshotSuffix), &corev1.ConfigMap{}); err != nil {
+		t.Errorf("a failed build took a snapshot: %v", err)
+	}
 	setEnvInjection()
 	trainJobMatches(t, tj, "the TrainJob recovers once the runtime is fixed", hasConditions(componentsCreated))
 	wantEvents(t, tj, event{corev1.EventTypeNormal, trainer.TrainJobJobsCreatedReason, trainer.TrainJobComponentsCreated, componentsCreated.Message})
@@ -147,8 +149,9 @@ func deleteSnapshot(t testing.TB, tj *trainer.TrainJob) {
 }
 
 // TestCreationFailure: a JobSet of the TrainJob's name that another
-// controller owns cannot be applied; the TrainJob says so in
-// ComponentsCreated (JobsCreationFailed) with the API server's error.
+// controller (here a ConfigMap) controls is left alone; the TrainJob names
+// it and its controller in ComponentsCreated. (A write the API server
+// refuses is JobsCreationFailed: TestSuspendedOnlyWhenJobSetIs.)
 func TestCreationFailure(t *testing.T) {
 	ns := optest.NewNamespace(t, env.Client)
 	createTrainingRuntime(t, ns, "torch", torchSpec())
@@ -162,45 +165,8 @@ func TestCreationFailure(t *testing.T) {
 
 	tj := newTrainJob(ns, "alpha", trainer.TrainingRuntimeKind, "torch")
 	create(t, tj)
-	got := trainJobMatches(t, tj, "JobsCreationFailed", func(tj *trainer.TrainJob) error {
-		c := meta.FindStatusCondition(tj.Status.Conditions, trainer.TrainJobComponentsCreated)
-		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != trainer.TrainJobJobsCreationFailedReason {
-			return fmt.Errorf("conditions %+v", conditionsOf(tj))
-		}
-		return nil
-	})
+	got := notControlled(t, tj, fmt.Sprintf(`JobSet %s/alpha exists and is not controlled by TrainJob "alpha": its controller is ConfigMap "owner" (uid %s)`, ns, owner.UID))
 	message := meta.FindStatusCondition(got.Status.Conditions, trainer.TrainJobComponentsCreated).Message
-	const prefix = `Failed to create TrainJob components: apply JobSet alpha: JobSet.jobset.x-k8s.io "alpha" is invalid: metadata.ownerReferences: `
-	if !strings.HasPrefix(message, prefix) || !strings.Contains(message, "Only one reference can have Controller set to true") {
-		t.Errorf("message %q, want the API server's refusal after %q", message, prefix)
-	}
-	wantEvents(t, tj, event{corev1.EventTypeWarning, trainer.TrainJobJobsCreationFailedReason, trainer.TrainJobComponentsCreated, message})
-}
-
-// TestPreexistingSSHSecret: an MPI TrainJob whose SSH Secret exists already
-// without the operator's label (another controller made it) keeps it: the
-// plugins see what the label-scoped cache does not.
-func TestPreexistingSSHSecret(t *testing.T) {
-	ns := optest.NewNamespace(t, env.Client)
-	spec := runtimeSpec(&trainer.MLPolicy{NumNodes: ptr.To[int32](1), MLPolicySource: trainer.MLPolicySource{MPI: &trainer.MPIMLPolicySource{}}},
-		replicatedJob(trainer.Launcher, trainer.AncestorTrainer, trainer.Node), replicatedJob(trainer.Node, "", trainer.Node))
-	createTrainingRuntime(t, ns, "mpi", spec)
-	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "alpha-mpi-ssh-auth"},
-		Type:       corev1.SecretTypeSSHAuth,
-		Immutable:  ptr.To(true),
-		Data:       map[string][]byte{"ssh-privatekey": []byte("key of another controller"), "ssh-publickey": []byte("public")},
-	}
-	create(t, secret)
-	tj := newTrainJob(ns, "alpha", trainer.TrainingRuntimeKind, "mpi")
-	create(t, tj)
-	jobSetOf(t, tj)
-	trainJobMatches(t, tj, "components created", hasConditions(componentsCreated))
-	got := &corev1.Secret{}
-	if err := optest.Get(t.Context(), env.Client, key(secret), got); err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(secret.Data, got.Data); diff != "" {
-		t.Errorf("the Secret changed (-before +after):\n%s", diff)
-	}
+	wantEvents(t, tj, event{corev1.EventTypeWarning, controller.ComponentNotControlledReason, trainer.TrainJobComponentsCreated, message})
+	unchanged(t, js)
 }

@@ -17,7 +17,7 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/controller"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/apply"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/runtimes"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/integration/operator/internal/optest"
 )
@@ -59,7 +59,7 @@ func TestCacheScope(t *testing.T) {
 			return err
 		}
 		for _, cm := range list.Items {
-			if cm.Labels[controller.TrainJobNameLabel] == "" {
+			if cm.Labels[apply.TrainJobNameLabel] == "" {
 				return fmt.Errorf("the cache lists ConfigMap %s", cm.Name)
 			}
 		}
@@ -111,7 +111,7 @@ func TestCacheTrimsJobSets(t *testing.T) {
 	if !ptr.Deref(cached.Spec.Suspend, false) {
 		t.Error("the cached JobSet lost spec.suspend")
 	}
-	if cached.Annotations[controller.AppliedHashAnnotation] == "" || cached.ManagedFields != nil {
+	if cached.Annotations[apply.AppliedHashAnnotation] == "" || cached.ManagedFields != nil {
 		t.Errorf("cached metadata: annotations %v, %d managed fields; want the applied hash and no managed fields",
 			cached.Annotations, len(cached.ManagedFields))
 	}

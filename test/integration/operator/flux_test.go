@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/controller"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/apply"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/integration/operator/internal/optest"
 )
 
@@ -99,7 +99,7 @@ func TestFlux(t *testing.T) {
 		if err := optest.Get(ctx, env.Client, nsName(ns, "alpha-flux-curve"), secret); err != nil {
 			return err
 		}
-		owned := map[string]string{controller.TrainJobNameLabel: "alpha"}
+		owned := map[string]string{apply.TrainJobNameLabel: "alpha"}
 		got := map[string]any{
 			"configMapKeys":   slices.Sorted(maps.Keys(cm.Data)),
 			"configMapOwner":  cm.OwnerReferences,

@@ -20,7 +20,7 @@ import (
 	schedulerpluginsv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/controller"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/apply"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/integration/operator/internal/optest"
 )
 
@@ -130,12 +130,12 @@ spec:
 			return err
 		}
 		// The hash of what the operator applied (writes_test.go checks its use).
-		hash := js.Annotations[controller.AppliedHashAnnotation]
+		hash := js.Annotations[apply.AppliedHashAnnotation]
 		if hash == "" {
-			return fmt.Errorf("JobSet annotations %v: no %s", js.Annotations, controller.AppliedHashAnnotation)
+			return fmt.Errorf("JobSet annotations %v: no %s", js.Annotations, apply.AppliedHashAnnotation)
 		}
 		meta := metav1.ObjectMeta{Name: "alpha", Namespace: ns, Labels: map[string]string{"testingKey": "testingVal"},
-			Annotations: map[string]string{"testingKey": "testingVal", controller.AppliedHashAnnotation: hash}, OwnerReferences: controllerRef(stored)}
+			Annotations: map[string]string{"testingKey": "testingVal", apply.AppliedHashAnnotation: hash}, OwnerReferences: controllerRef(stored)}
 		gotMeta := metav1.ObjectMeta{Name: js.Name, Namespace: js.Namespace, Labels: js.Labels, Annotations: js.Annotations, OwnerReferences: js.OwnerReferences}
 		if diff := cmp.Diff(meta, gotMeta); diff != "" {
 			return fmt.Errorf("JobSet metadata (-want +got):\n%s", diff)
@@ -248,7 +248,7 @@ func TestSuspendedRuntimePatchRemoved(t *testing.T) {
 	managers := func(js *jobsetv1alpha2.JobSet) []string {
 		var out []string
 		for _, e := range js.ManagedFields {
-			if e.Manager == controller.FieldManager {
+			if e.Manager == apply.FieldManager {
 				out = append(out, string(e.Operation))
 			}
 		}

@@ -232,7 +232,7 @@ func (j *JobSet) jobSetRunning(ctx context.Context, trainJob *trainer.TrainJob) 
 		return false, nil
 	}
 	var js jobsetv1alpha2.JobSet
-	if err := j.client.Get(ctx, client.ObjectKeyFromObject(trainJob), &js); err != nil {
+	if err := pipeline.GetControlled(ctx, j.client, trainJob, client.ObjectKeyFromObject(trainJob), &js); err != nil {
 		return false, client.IgnoreNotFound(err)
 	}
 	return !ptr.Deref(trainJob.Spec.Suspend, false) && !ptr.Deref(js.Spec.Suspend, false), nil
@@ -322,7 +322,8 @@ func (j *JobSet) Status(ctx context.Context, trainJob *trainer.TrainJob) (*train
 		return status, nil
 	}
 	var js jobsetv1alpha2.JobSet
-	if err := j.client.Get(ctx, client.ObjectKeyFromObject(trainJob), &js); err != nil {
+	// Never the status of a JobSet the TrainJob does not control.
+	if err := pipeline.GetControlled(ctx, j.client, trainJob, client.ObjectKeyFromObject(trainJob), &js); err != nil {
 		if apierrors.IsNotFound(err) && finished(trainJob) {
 			// A finished JobSet may have been deleted by its TTL.
 			return status, nil

@@ -313,11 +313,11 @@ spec:
   runtimeRef: {name: torch-with-initializers}
   suspend: true`
 	runningJobSet := &jobsetv1alpha2.JobSet{
-		ObjectMeta: metav1.ObjectMeta{Name: "alpha", Namespace: "default"},
+		ObjectMeta: metav1.ObjectMeta{Name: "alpha", Namespace: "default", OwnerReferences: pipelinetest.ControlledBy("alpha")},
 		Spec:       jobsetv1alpha2.JobSetSpec{Suspend: new(false)},
 	}
 	suspendedJobSet := &jobsetv1alpha2.JobSet{
-		ObjectMeta: metav1.ObjectMeta{Name: "alpha", Namespace: "default"},
+		ObjectMeta: metav1.ObjectMeta{Name: "alpha", Namespace: "default", OwnerReferences: pipelinetest.ControlledBy("alpha")},
 		Spec:       jobsetv1alpha2.JobSetSpec{Suspend: new(true)},
 	}
 
@@ -715,7 +715,7 @@ func TestStatus(t *testing.T) {
 	transition := metav1.Date(2026, 8, 21, 10, 0, 0, 0, time.UTC)
 	jobSet := func(conds []metav1.Condition, jobs ...jobsetv1alpha2.ReplicatedJobStatus) *jobsetv1alpha2.JobSet {
 		return &jobsetv1alpha2.JobSet{
-			ObjectMeta: metav1.ObjectMeta{Name: "alpha", Namespace: "default"},
+			ObjectMeta: metav1.ObjectMeta{Name: "alpha", Namespace: "default", OwnerReferences: pipelinetest.ControlledBy("alpha")},
 			Status:     jobsetv1alpha2.JobSetStatus{Conditions: conds, ReplicatedJobsStatus: jobs},
 		}
 	}
@@ -761,9 +761,17 @@ func TestStatus(t *testing.T) {
 				JobsStatus: []trainer.JobStatus{{Name: "node", Ready: new(int32(2)), Succeeded: new(int32(0)), Failed: new(int32(0)), Active: new(int32(2)), Suspended: new(int32(0))}},
 			},
 		},
-		"JobSet not reported on yet: its replicated jobs have not started, in the JobSet controller's order": {
+		"a completed JobSet of the same name the TrainJob does not control is not its JobSet": {
 			cluster: cluster{objs: []client.Object{&jobsetv1alpha2.JobSet{
 				ObjectMeta: metav1.ObjectMeta{Name: "alpha", Namespace: "default"},
+				Status: jobsetv1alpha2.JobSetStatus{Conditions: []metav1.Condition{{Type: string(jobsetv1alpha2.JobSetCompleted), Status: metav1.ConditionTrue,
+					Reason: "AllJobsCompleted", LastTransitionTime: transition}}},
+			}}},
+			wantErr: true,
+		},
+		"JobSet not reported on yet: its replicated jobs have not started, in the JobSet controller's order": {
+			cluster: cluster{objs: []client.Object{&jobsetv1alpha2.JobSet{
+				ObjectMeta: metav1.ObjectMeta{Name: "alpha", Namespace: "default", OwnerReferences: pipelinetest.ControlledBy("alpha")},
 				Spec: jobsetv1alpha2.JobSetSpec{ReplicatedJobs: []jobsetv1alpha2.ReplicatedJob{
 					{Name: trainer.DatasetInitializerName}, {Name: trainer.Node}, {Name: trainer.ModelInitializerName},
 				}},
@@ -798,7 +806,7 @@ func TestStatus(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			tj := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Name: "alpha", Namespace: "default"}, Status: tc.status}
+			tj := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Name: "alpha", Namespace: "default", UID: "uid-0001"}, Status: tc.status}
 			orig := tj.DeepCopy()
 			got, err := tc.cluster.plugin(t).Status(context.Background(), tj)
 			if (err != nil) != tc.wantErr {

@@ -146,7 +146,7 @@ func (j *JobSet) validateRuntimePatchesUpdate(ctx context.Context, oldObj, newOb
 		return nil
 	}
 	var js jobsetv1alpha2.JobSet
-	if err := j.client.Get(ctx, client.ObjectKeyFromObject(newObj), &js); err != nil {
+	if err := pipeline.GetControlled(ctx, j.client, newObj, client.ObjectKeyFromObject(newObj), &js); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}

@@ -45,7 +45,7 @@ func TestValidate(t *testing.T) {
 	job0 := patchesPath.Index(0).Child("trainingRuntimeSpec", "template", "spec", "replicatedJobs").Index(0)
 	pod0 := job0.Child("template", "spec", "template", "spec")
 	jobSet := func(active map[string]int32) *jobsetv1alpha2.JobSet {
-		js := &jobsetv1alpha2.JobSet{ObjectMeta: metav1.ObjectMeta{Name: "alpha", Namespace: "default"}}
+		js := &jobsetv1alpha2.JobSet{ObjectMeta: metav1.ObjectMeta{Name: "alpha", Namespace: "default", OwnerReferences: pipelinetest.ControlledBy("alpha")}}
 		for _, name := range []string{trainer.DatasetInitializerName, trainer.Node} {
 			js.Status.ReplicatedJobsStatus = append(js.Status.ReplicatedJobsStatus, jobsetv1alpha2.ReplicatedJobStatus{Name: name, Active: active[name]})
 		}

@@ -268,7 +268,7 @@ func (m *MPI) sshAuthSecretExists(ctx context.Context, trainJob *trainer.TrainJo
 	}
 	meta := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"}}
 	key := client.ObjectKey{Namespace: trainJob.Namespace, Name: trainJob.Name + SSHAuthSecretSuffix}
-	switch err := m.client.Get(ctx, key, meta); {
+	switch err := pipeline.GetControlled(ctx, m.client, trainJob, key, meta); {
 	case err == nil:
 		return true, nil
 	case apierrors.IsNotFound(err):

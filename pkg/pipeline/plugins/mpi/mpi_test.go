@@ -477,7 +477,7 @@ func TestBuild(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "alpha-mpi-hostfile", Namespace: "default", OwnerReferences: ownerRefs},
 		Data:       map[string]string{"hostfile": "alpha-node-0-0.alpha slots=8\nalpha-node-0-1.alpha slots=8\n"},
 	}
-	existingSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "alpha-mpi-ssh-auth", Namespace: "default"}}
+	existingSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "alpha-mpi-ssh-auth", Namespace: "default", OwnerReferences: pipelinetest.ControlledBy("alpha")}}
 	errAPI := apierrors.NewServiceUnavailable("etcd is away")
 	cases := []struct {
 		name    string
@@ -499,6 +499,13 @@ func TestBuild(t *testing.T) {
 			name:   "existing Secret is not rebuilt",
 			client: fake.NewClientBuilder().WithObjects(existingSecret).Build(),
 			want:   []client.Object{wantHostfile},
+		},
+		{
+			name: "Secret of the same name the TrainJob does not control is not its own",
+			client: fake.NewClientBuilder().WithObjects(&corev1.Secret{
+				ObjectMeta: metav1.ObjectMeta{Name: "alpha-mpi-ssh-auth", Namespace: "default"},
+			}).Build(),
+			want: []client.Object{wantSecret, wantHostfile},
 		},
 		{
 			name: "Secret of another TrainJob does not count",

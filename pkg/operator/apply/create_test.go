@@ -1,4 +1,4 @@
-package controller
+package apply
 
 import (
 	"encoding/json"
@@ -52,10 +52,11 @@ func TestCreator(t *testing.T) {
 	mapper.Add(corev1.SchemeGroupVersion.WithKind("ConfigMap"), meta.RESTScopeNamespace)
 	c := fake.NewClientBuilder().WithScheme(s).WithRESTMapper(mapper).Build()
 	cr := newCreator(c, &rest.Config{Host: srv.URL}, srv.Client(), s)
-	built, gvk, hash, err := builtObject(s, &jobsetv1alpha2.JobSet{ObjectMeta: metav1.ObjectMeta{Name: "alpha", Namespace: "ns"}}, "alpha")
+	built, gvk, err := builtObject(s, &jobsetv1alpha2.JobSet{ObjectMeta: metav1.ObjectMeta{Name: "alpha", Namespace: "ns"}}, "alpha")
 	if err != nil {
 		t.Fatal(err)
 	}
+	hash := built.GetAnnotations()[AppliedHashAnnotation]
 	if err := cr.create(t.Context(), built, gvk); err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +79,7 @@ func TestCreator(t *testing.T) {
 	}
 
 	// A Kubernetes kind goes through the client (here the fake), not to the server.
-	cm, cmGVK, _, err := builtObject(s, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "alpha-mpi-hostfile", Namespace: "ns"}}, "alpha")
+	cm, cmGVK, err := builtObject(s, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "alpha-mpi-hostfile", Namespace: "ns"}}, "alpha")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package controller
+package apply
 
 import (
 	"context"
@@ -27,9 +27,9 @@ type writtenKey struct {
 
 type writtenContextKey struct{}
 
-// withWritten returns a context that records the objects written during
+// WithWritten returns a context that records the objects written during
 // one reconcile.
-func withWritten(ctx context.Context) context.Context {
+func WithWritten(ctx context.Context) context.Context {
 	return context.WithValue(ctx, writtenContextKey{}, &written{objs: map[writtenKey]client.Object{}})
 }
 
@@ -44,9 +44,9 @@ func remember(ctx context.Context, gvk schema.GroupVersionKind, obj client.Objec
 	w.objs[writtenKey{gvk, client.ObjectKeyFromObject(obj)}] = obj
 }
 
-// WrittenObject fills obj with the object of kind gvk named key that the
+// Written fills obj with the object of kind gvk named key that the
 // reconcile of ctx wrote, and reports whether there was one.
-func WrittenObject(ctx context.Context, gvk schema.GroupVersionKind, key client.ObjectKey, obj client.Object) bool {
+func Written(ctx context.Context, gvk schema.GroupVersionKind, key client.ObjectKey, obj client.Object) bool {
 	w, ok := ctx.Value(writtenContextKey{}).(*written)
 	if !ok {
 		return false

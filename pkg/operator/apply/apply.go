@@ -1,0 +1,279 @@
+// Package apply is the operator's one write path: it makes the objects the
+// Build phase returns for a TrainJob exist as built (Ensure), and writes the
+// TrainJob's status (WriteStatus). The rules of a trusted controller live
+// here, once:
+//
+//   - ownership: an object is the TrainJob's child only if the TrainJob
+//     controls it (metav1.IsControlledBy, by UID). One of the same name that
+//     it does not control is never created over, applied, adopted or
+//     deleted: Ensure returns a pipeline.NotControlledError;
+//   - drift: a child someone else changed (a field the operator set, a label,
+//     an annotation) is applied again, as upstream's apply at every
+//     reconcile would, but without a write when nothing changed;
+//   - create versus apply: a new object is created, an existing one is
+//     server-side applied, after moving the create's fields to the apply
+//     (takeOverCreate) so that a field left out is removed;
+//   - read after write: what a reconcile wrote is what its plugins read next
+//     (Written), as the cache sees the write only later.
+//
+// It must not know any plugin: every kind is handled alike.
+package apply
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+
+	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
+)
+
+// FieldManager is the server-side apply field manager of every object the
+// operator writes.
+const FieldManager = "trainer"
+
+// TrainJobNameLabel is set on every ConfigMap and Secret the operator
+// writes for a TrainJob, with the TrainJob's name. The operator caches only
+// ConfigMaps and Secrets that carry it, rather than every one in the
+// cluster (kubeflow/trainer#3374).
+const TrainJobNameLabel = "trainer.kubeflow.org/trainjob-name"
+
+// AppliedHashAnnotation is set on every object the operator writes, with the
+// hash of what it wrote: an object that carries the hash of what the
+// operator would write now, and has not drifted, is not written again.
+const AppliedHashAnnotation = "trainer.kubeflow.org/applied-hash"
+
+// Applier writes a TrainJob's children and its status.
+type Applier struct {
+	// client reads from the cache and writes to the API server.
+	client client.Client
+	// live reads the API server, where the cache may lag behind.
+	live    client.Reader
+	scheme  *runtime.Scheme
+	creates *creator
+	status  *statusWrites
+}
+
+// New is the Applier of a manager's clients. config and httpClient reach
+// the API server for the creates of custom resources; without them (unit
+// tests on a fake client) every kind is created through c.
+func New(c client.Client, live client.Reader, scheme *runtime.Scheme, config *rest.Config, httpClient *http.Client) *Applier {
+	return &Applier{client: c, live: live, scheme: scheme, creates: newCreator(c, config, httpClient, scheme), status: newStatusWrites()}
+}
+
+// Error is a failure to write one object for a TrainJob.
+type Error struct {
+	Kind, Name string
+	Err        error
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("apply %s %s: %v", e.Kind, e.Name, e.Err) }
+func (e *Error) Unwrap() error { return e.Err }
+
+// Ensure makes every object of objs exist as built, in order, for owner,
+// and stops at the first failure. An object that exists and that owner does
+// not control stops it with a pipeline.NotControlledError; a conflict with
+// another writer is an API Conflict error (the caller retries).
+func (a *Applier) Ensure(ctx context.Context, owner *trainer.TrainJob, objs []client.Object) error {
+	// Once a reconcile has built, the objects may exist where the cache
+	// does not show them yet.
+	mayExist := meta.FindStatusCondition(owner.Status.Conditions, trainer.TrainJobComponentsCreated) != nil
+	for _, obj := range objs {
+		if err := a.ensure(ctx, owner, obj, mayExist); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (a *Applier) ensure(ctx context.Context, owner *trainer.TrainJob, obj client.Object, mayExist bool) error {
+	built, gvk, err := builtObject(a.scheme, obj, owner.Name)
+	if err != nil {
+		return &Error{Kind: fmt.Sprintf("%T", obj), Name: obj.GetName(), Err: err}
+	}
+	fail := func(err error) error { return &Error{Kind: gvk.Kind, Name: built.GetName(), Err: err} }
+	current, err := a.current(ctx, owner, built, gvk, mayExist)
+	if err != nil {
+		return fail(err)
+	}
+	if current == nil {
+		err := a.creates.create(ctx, built, gvk)
+		if err == nil {
+			remember(ctx, gvk, built)
+			return nil
+		}
+		if !apierrors.IsAlreadyExists(err) {
+			return fail(err)
+		}
+		// Someone else's, or the operator's own that neither the cache
+		// nor the last live read had yet.
+		if current, err = a.read(ctx, a.live, built, gvk); err != nil {
+			return fail(err)
+		}
+		if current == nil {
+			return fail(apierrors.NewConflict(schema.GroupResource{Group: gvk.Group, Resource: gvk.Kind}, built.GetName(),
+				fmt.Errorf("it was deleted while being created")))
+		}
+	}
+	if err := pipeline.CheckControlled(current, gvk.Kind, owner); err != nil {
+		return err
+	}
+	if asBuilt(current, built) {
+		remember(ctx, gvk, current)
+		return nil
+	}
+	u, err := toApply(built, gvk)
+	if err != nil {
+		return fail(err)
+	}
+	if err := a.takeOverCreate(ctx, u, current); err != nil {
+		return fail(err)
+	}
+	if err := a.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+		return fail(err)
+	}
+	// The API server answered with the object as stored.
+	u.SetGroupVersionKind(gvk)
+	a.rememberApplied(ctx, u)
+	return nil
+}
+
+// current is the object built names as it is now, nil when it does not
+// exist. It reads the cache and, when the cache does not have the object as
+// built (the cache may not have seen the last write yet: the operator's own,
+// or the deletion of a name's previous holder), the API server: always when
+// the cache has it, when the cache misses it only if an earlier reconcile
+// built it (mayExist). The first reconcile of a TrainJob thus reads nothing
+// from the API server.
+func (a *Applier) current(ctx context.Context, owner *trainer.TrainJob, built client.Object, gvk schema.GroupVersionKind, mayExist bool) (client.Object, error) {
+	cached, err := a.read(ctx, a.client, built, gvk)
+	switch {
+	case err != nil:
+		return nil, err
+	case cached == nil && !mayExist:
+		return nil, nil
+	case cached != nil && metav1.IsControlledBy(cached, owner) && asBuilt(cached, built):
+		return cached, nil
+	}
+	return a.read(ctx, a.live, built, gvk)
+}
+
+// read reads the object built names from r; nil when it does not exist.
+func (a *Applier) read(ctx context.Context, r client.Reader, built client.Object, gvk schema.GroupVersionKind) (client.Object, error) {
+	obj, err := a.newObject(gvk)
+	if err != nil {
+		return nil, err
+	}
+	switch err := r.Get(ctx, client.ObjectKeyFromObject(built), obj); {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	return obj, nil
+}
+
+// asBuilt tells whether current is as the operator built it: it carries the
+// hash of built, and nobody changed what the operator set since (drift).
+func asBuilt(current, built client.Object) bool {
+	return current.GetAnnotations()[AppliedHashAnnotation] == built.GetAnnotations()[AppliedHashAnnotation] && !drifted(current, built)
+}
+
+// builtObject is a copy of an object the Build phase returned, as the
+// operator writes it (see prepared), with, in AppliedHashAnnotation, the
+// hash of that copy: the annotation travels with the object, so that a
+// later reconcile can tell the object is already as built without writing
+// it again (a suspended TrainJob's JobSet is rebuilt at every reconcile).
+// The hash is of the typed object's JSON, which is deterministic.
+func builtObject(scheme *runtime.Scheme, obj client.Object, trainJobName string) (client.Object, schema.GroupVersionKind, error) {
+	built, gvk, err := prepared(scheme, obj, trainJobName)
+	if err != nil {
+		return nil, gvk, err
+	}
+	data, err := json.Marshal(built)
+	if err != nil {
+		return nil, gvk, err
+	}
+	sum := sha256.Sum256(data)
+	annotations := built.GetAnnotations()
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[AppliedHashAnnotation] = hex.EncodeToString(sum[:16])
+	built.SetAnnotations(annotations)
+	return built, gvk, nil
+}
+
+// prepared is a copy of a built object as the operator writes it: with its
+// apiVersion and kind, without creationTimestamp, and for ConfigMaps and
+// Secrets with the label the operator's cache selects them by.
+func prepared(scheme *runtime.Scheme, obj client.Object, trainJobName string) (client.Object, schema.GroupVersionKind, error) {
+	gvk, err := apiutil.GVKForObject(obj, scheme)
+	if err != nil {
+		return nil, gvk, err
+	}
+	built := obj.DeepCopyObject().(client.Object)
+	built.GetObjectKind().SetGroupVersionKind(gvk)
+	built.SetCreationTimestamp(metav1.Time{})
+	if gvk.Group == "" && (gvk.Kind == "ConfigMap" || gvk.Kind == "Secret") {
+		labels := built.GetLabels()
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		labels[TrainJobNameLabel] = trainJobName
+		built.SetLabels(labels)
+	}
+	return built, gvk, nil
+}
+
+// toApply converts a prepared object for server-side apply: without status
+// and creationTimestamp, which only the server sets.
+func toApply(built client.Object, gvk schema.GroupVersionKind) (*unstructured.Unstructured, error) {
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(built)
+	if err != nil {
+		return nil, err
+	}
+	u := &unstructured.Unstructured{Object: content}
+	u.SetGroupVersionKind(gvk)
+	delete(u.Object, "status")
+	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
+	return u, nil
+}
+
+func (a *Applier) newObject(gvk schema.GroupVersionKind) (client.Object, error) {
+	obj, err := a.scheme.New(gvk)
+	if err != nil {
+		return nil, err
+	}
+	co, ok := obj.(client.Object)
+	if !ok {
+		return nil, fmt.Errorf("%s is not an object", gvk)
+	}
+	co.GetObjectKind().SetGroupVersionKind(gvk)
+	return co, nil
+}
+
+// rememberApplied records the object the API server returned from an
+// apply, for the rest of the reconcile.
+func (a *Applier) rememberApplied(ctx context.Context, u *unstructured.Unstructured) {
+	gvk := u.GroupVersionKind()
+	obj, err := a.newObject(gvk)
+	if err != nil || runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, obj) != nil {
+		return
+	}
+	obj.SetManagedFields(nil)
+	remember(ctx, gvk, obj)
+}
