@@ -57,6 +57,10 @@ test-integration: tools ## Tests against a real API server and the local GPU clu
 test-e2e: tools build ## End-to-end tests and the demo's --no-wait run on the local simulated-GPU cluster (part of test-integration).
 	KUBECTL_TRAINJOB_BIN=$(CURDIR)/bin/kubectl-trainjob go test $(GO_TEST_FLAGS) -count=1 -timeout 30m ./test/e2e/... ./test/demo/...
 
+.PHONY: test-chaos
+test-chaos: tools ## The fault tests alone: the operator, run as its Deployment's container, killed under load (part of test-integration).
+	go test $(GO_TEST_FLAGS) -count=1 -timeout 20m ./test/chaos/...
+
 ##@ Demo
 # DEMO_ARGS=--no-wait stops everything once the sample TrainJob is Complete, for scripts.
 DEMO_ARGS ?=

@@ -325,6 +325,18 @@ func (o *Operator) Stop() error {
 	return fmt.Errorf("the operator did not exit within %v of SIGTERM and was killed", o.stopTimeout)
 }
 
+// kill sends SIGKILL and waits until the process is gone.
+func (o *Operator) kill() error {
+	if o.Exited() != nil {
+		return o.Exited()
+	}
+	if err := o.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return err
+	}
+	<-o.done
+	return nil
+}
+
 // ready is nil once the readiness probe passes, as the Deployment's readinessProbe checks it.
 func (o *Operator) ready(ctx context.Context) error {
 	url := "http://" + o.Config.Health.HealthProbeBindAddress + "/" + o.Config.Health.ReadinessEndpointName

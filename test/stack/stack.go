@@ -168,6 +168,20 @@ func (s *Stack) RestartOperator(ctx context.Context) error {
 	return s.waitOperator(ctx)
 }
 
+// KillOperator kills the operator with SIGKILL (a crash: no graceful shutdown, no lease released), runs it
+// again with the same command line, and returns once it is ready and its webhooks admit again.
+func (s *Stack) KillOperator(ctx context.Context) error {
+	if err := s.Operator.kill(); err != nil {
+		return err
+	}
+	o, err := s.Operator.rerun()
+	if err != nil {
+		return err
+	}
+	s.Operator = o
+	return s.waitOperator(ctx)
+}
+
 // Down stops the operator and the volume binder; the cluster is the caller's to stop.
 func (s *Stack) Down() error {
 	var err error
