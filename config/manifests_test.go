@@ -6,6 +6,7 @@
 package config_test
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/kustomize/api/krusty"
@@ -135,6 +137,7 @@ func TestDefault(t *testing.T) {
 			"liveness":                 c.LivenessProbe.HTTPGet.Path,
 			"readiness":                c.ReadinessProbe.HTTPGet.Path,
 			"requests":                 len(c.Resources.Requests),
+			"replicas":                 ptr.Deref(d.Spec.Replicas, 1),
 		}
 		want := map[string]any{
 			"args[0]":                  "operator",
@@ -145,9 +148,14 @@ func TestDefault(t *testing.T) {
 			"liveness":                 "/" + cfg.Health.LivenessEndpointName,
 			"readiness":                "/" + cfg.Health.ReadinessEndpointName,
 			"requests":                 2,
+			"replicas":                 int32(2),
 		}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("Deployment (-want +got):\n%s", diff)
+		}
+		pdb := get(t, b, "PodDisruptionBudget", "kubectl-trainjob-operator", &policyv1.PodDisruptionBudget{})
+		if pdb.Spec.MinAvailable.IntValue() != 1 || !maps.Equal(pdb.Spec.Selector.MatchLabels, d.Spec.Selector.MatchLabels) {
+			t.Errorf("PodDisruptionBudget: minAvailable %v, selector %v; want 1 of the Deployment's pods %v", pdb.Spec.MinAvailable, pdb.Spec.Selector.MatchLabels, d.Spec.Selector.MatchLabels)
 		}
 		// The certificate folder must be writable: it is below an emptyDir.
 		if !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {

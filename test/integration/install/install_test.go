@@ -85,8 +85,14 @@ func TestInstallUninstall(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(pods.Items) != 1 || pods.Items[0].Status.Phase != corev1.PodRunning || pods.Items[0].Spec.Containers[0].Image != image {
-			t.Errorf("want one Running operator pod of image %s, got %v", image, podSummary(pods.Items))
+		running := 0
+		for _, p := range pods.Items {
+			if p.Status.Phase == corev1.PodRunning && p.Spec.Containers[0].Image == image {
+				running++
+			}
+		}
+		if len(pods.Items) != 2 || running != 2 {
+			t.Errorf("want the Deployment's two Running operator pods of image %s, got %v", image, podSummary(pods.Items))
 		}
 	})
 
@@ -97,8 +103,8 @@ func TestInstallUninstall(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := d.Spec.Template.Spec.Containers[0].Image; got != newImage || d.Status.AvailableReplicas != 1 || d.Status.UpdatedReplicas != 1 {
-			t.Errorf("after the upgrade: image %s, %d updated and %d available replicas; want %s, 1, 1", got, d.Status.UpdatedReplicas, d.Status.AvailableReplicas, newImage)
+		if got := d.Spec.Template.Spec.Containers[0].Image; got != newImage || d.Status.AvailableReplicas != 2 || d.Status.UpdatedReplicas != 2 {
+			t.Errorf("after the upgrade: image %s, %d updated and %d available replicas; want %s, 2, 2", got, d.Status.UpdatedReplicas, d.Status.AvailableReplicas, newImage)
 		}
 	})
 
