@@ -13,8 +13,11 @@
 //   - create versus apply: a new object is created, an existing one is
 //     server-side applied, after moving the create's fields to the apply
 //     (takeOverCreate) so that a field left out is removed;
-//   - read after write: what a reconcile wrote is what its plugins read next
-//     (Written), as the cache sees the write only later.
+//   - read after write: an object a reconcile created is what its plugins
+//     read next (Written), as the cache sees it only later. Only creates:
+//     an object read live or returned by an apply is newer than the cache,
+//     and a status derived from it would step back at the next reconcile,
+//     which reads the cache.
 //
 // It must not know any plugin: every kind is handled alike.
 package apply
@@ -132,7 +135,6 @@ func (a *Applier) ensure(ctx context.Context, owner *trainer.TrainJob, obj clien
 		return err
 	}
 	if asBuilt(current, built) {
-		remember(ctx, gvk, current)
 		return nil
 	}
 	u, err := toApply(built, gvk)
@@ -145,9 +147,6 @@ func (a *Applier) ensure(ctx context.Context, owner *trainer.TrainJob, obj clien
 	if err := a.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
 		return fail(err)
 	}
-	// The API server answered with the object as stored.
-	u.SetGroupVersionKind(gvk)
-	a.rememberApplied(ctx, u)
 	return nil
 }
 
@@ -264,16 +263,4 @@ func (a *Applier) newObject(gvk schema.GroupVersionKind) (client.Object, error) 
 	}
 	co.GetObjectKind().SetGroupVersionKind(gvk)
 	return co, nil
-}
-
-// rememberApplied records the object the API server returned from an
-// apply, for the rest of the reconcile.
-func (a *Applier) rememberApplied(ctx context.Context, u *unstructured.Unstructured) {
-	gvk := u.GroupVersionKind()
-	obj, err := a.newObject(gvk)
-	if err != nil || runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, obj) != nil {
-		return
-	}
-	obj.SetManagedFields(nil)
-	remember(ctx, gvk, obj)
 }

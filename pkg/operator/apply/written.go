@@ -9,12 +9,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// The cache sees an object some time after the operator wrote it. Within
-// one reconcile, the objects it applied (or read live because the cache did
-// not have them yet) are kept in the context, and the plugins' reads find
-// them there first: the JobSet plugin reads the status of the JobSet the
-// same reconcile created, instead of failing, or asking the API server
-// again. The record ends with the reconcile.
+// The cache sees an object some time after the operator created it. Within
+// one reconcile, the objects it created are kept in the context, and the
+// plugins' reads find them there first: the JobSet plugin reads the JobSet
+// the same reconcile created (and reports its jobs as not started), instead
+// of failing, or asking the API server again. The record ends with the
+// reconcile. Nothing newer than the cache is kept otherwise (see Applier):
+// the status derived from it would step back at the next reconcile.
 type written struct {
 	mu   sync.Mutex
 	objs map[writtenKey]client.Object
