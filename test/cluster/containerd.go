@@ -139,7 +139,7 @@ func (d *Containerd) Ctr(ctx context.Context, args ...string) ([]byte, error) {
 
 // Import loads an image archive into the namespace the kubelet uses (k8s.io).
 func (d *Containerd) Import(ctx context.Context, archive string) error {
-	_, err := d.Ctr(ctx, "--namespace", criNamespace, "images", "import", "--no-unpack", archive)
+	_, err := d.Ctr(ctx, "--namespace", criNamespace, "images", "import", archive)
 	return err
 }
 

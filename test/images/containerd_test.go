@@ -4,7 +4,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -14,12 +13,7 @@ import (
 // `make image` writes an archive that containerd imports under the image's name and runs as the image's
 // non-root user: the operator binary answers `version --client` with the version make stamped in.
 func TestMakeImageRunsInContainerd(t *testing.T) {
-	if err := cluster.RealContainersSupported(); err != nil {
-		if runtime.GOOS != "linux" || os.Geteuid() != 0 {
-			t.Skipf("this machine cannot run containers: %v", err)
-		}
-		t.Fatal(err)
-	}
+	cluster.RequireRealContainers(t)
 	root, err := cluster.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
