@@ -110,6 +110,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
+	removeAbandonedNodes()
 	removeAbandonedDirs()
 	dir, err := os.MkdirTemp("", workDirPrefix)
 	if err != nil {
@@ -168,7 +169,6 @@ func removeAbandonedDirs() {
 			continue
 		}
 		if !alive(pid) {
-			removeAbandonedNode(dir)
 			_ = os.RemoveAll(dir)
 		}
 	}

@@ -115,6 +115,9 @@ func (n *nodeNetwork) remove() error {
 	for _, r := range results {
 		errs = append(errs, os.Remove(r))
 	}
+	if err := os.Remove(filepath.Join(ownersDir, strconv.Itoa(n.index))); err != nil && !os.IsNotExist(err) {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 

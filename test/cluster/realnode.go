@@ -84,7 +84,7 @@ func (c *Cluster) prepareRealNode(ctx context.Context, api *envtest.APIServer, c
 	node := &realNode{dir: dir, net: nn}
 	c.node = node
 	// Written first, so that a cluster whose process dies is cleaned up by the next Start.
-	if err := os.WriteFile(filepath.Join(c.Dir, netnsFile), []byte(strconv.Itoa(nn.index)), 0o644); err != nil {
+	if err := writeOwner(nn.index, c.Dir); err != nil {
 		return err
 	}
 	if node.ca, err = newCertificateAuthority("trainjob-local-cluster"); err != nil {
@@ -123,9 +123,6 @@ func (c *Cluster) prepareRealNode(ctx context.Context, api *envtest.APIServer, c
 	flags.Disable("disable-admission-plugins")
 	return nil
 }
-
-// netnsFile in a cluster's working folder holds the index of its real node's network.
-const netnsFile = "node.netns"
 
 // startRealNode starts the node's side once the control plane runs: the forwarder and the resolver on this
 // machine's end, then containerd with the pause image and Options.RealNodeImages, kube-proxy and the kubelet.
@@ -354,26 +351,51 @@ func (node *realNode) stop() error {
 	return errors.Join(errs...)
 }
 
-// removeAbandonedNode removes what the real node of a cluster whose process died left behind: its
-// containerd's shims and containers, its mounts, its network namespace.
-func removeAbandonedNode(dir string) {
-	data, err := os.ReadFile(filepath.Join(dir, netnsFile))
-	if err != nil {
-		return
+// ownersDir holds, for each real-node network n, a file n with "<pid> <cluster folder>" of the cluster that
+// made it. It is outside the clusters' folders, which any process using this package removes once their
+// owner died (older copies of it know nothing of real nodes).
+const ownersDir = "/run/trainjob-nodes"
+
+// writeOwner records that this process's cluster in dir owns network index.
+func writeOwner(index int, dir string) error {
+	if err := os.MkdirAll(ownersDir, 0o755); err != nil {
+		return err
 	}
-	index, err := strconv.Atoi(strings.TrimSpace(string(data)))
-	if err != nil || index < 0 || index >= maxRealNodes {
-		return
-	}
-	nodeDir := filepath.Join(dir, "node")
-	killProcessesUsing(nodeDir)
-	_ = unmountUnder(nodeDir)
-	_ = nodeNetworkAt(index).remove()
+	return os.WriteFile(filepath.Join(ownersDir, strconv.Itoa(index)), fmt.Appendf(nil, "%d %s", os.Getpid(), dir), 0o644)
 }
 
-// killProcessesUsing kills every process whose command line names a path in dir: the shims of a containerd
-// whose socket is there (they outlive containerd) and their containers' processes, whose root is there.
-func killProcessesUsing(dir string) {
+// removeAbandonedNodes removes what the real node of every cluster whose process died left behind: its
+// containerd's shims and containers, its mounts, its network namespace, its folder.
+func removeAbandonedNodes() {
+	owners, _ := filepath.Glob(filepath.Join(ownersDir, "*"))
+	for _, owner := range owners {
+		index, err := strconv.Atoi(filepath.Base(owner))
+		if err != nil || index < 0 || index >= maxRealNodes {
+			continue
+		}
+		data, err := os.ReadFile(owner)
+		if err != nil {
+			continue
+		}
+		pidText, dir, ok := strings.Cut(string(data), " ")
+		pid, err := strconv.Atoi(pidText)
+		if !ok || err != nil || alive(pid) || !strings.HasPrefix(filepath.Base(dir), workDirPrefix) {
+			continue
+		}
+		nodeDir := filepath.Join(dir, "node")
+		// The containers' processes name nothing of the folder: they are known by their containers' cgroups.
+		tasks, _ := filepath.Glob(filepath.Join(nodeDir, "containerd", "state", "io.containerd.runtime.v2.task", "*", "*"))
+		killProcessesUsing(nodeDir, tasks)
+		_ = unmountUnder(nodeDir)
+		_ = nodeNetworkAt(index).remove()
+		_ = os.RemoveAll(dir)
+	}
+}
+
+// killProcessesUsing kills every process whose command line names a path in dir (the shims of a containerd
+// whose socket is there; they outlive containerd) or whose cgroup is that of one of the containers (the base
+// names of tasks).
+func killProcessesUsing(dir string, tasks []string) {
 	procs, _ := filepath.Glob("/proc/[0-9]*")
 	for _, p := range procs {
 		pid, err := strconv.Atoi(filepath.Base(p))
@@ -381,8 +403,12 @@ func killProcessesUsing(dir string) {
 			continue
 		}
 		cmdline, _ := os.ReadFile(filepath.Join(p, "cmdline"))
-		root, _ := os.Readlink(filepath.Join(p, "root"))
-		if strings.Contains(string(cmdline), dir) || strings.HasPrefix(root, dir) {
+		cgroup, _ := os.ReadFile(filepath.Join(p, "cgroup"))
+		kill := strings.Contains(string(cmdline), dir)
+		for _, task := range tasks {
+			kill = kill || strings.Contains(string(cgroup), "/"+filepath.Base(task)+"\n")
+		}
+		if kill {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
