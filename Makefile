@@ -103,20 +103,22 @@ krew: ## Build dist/: stripped static binaries of 5 platforms in krew archives, 
 test-krew: tools ## The krew release test with all five platforms (make test builds only this machine's).
 	TRAINJOB_KREW_PLATFORMS=all go test -count=1 -timeout 60m ./test/integration/krew/
 
+# The operator image is built without Docker and without a registry: a static Linux binary in one layer on an
+# empty base, as the Dockerfile's last stage lays it out (test/images), written as an image archive.
+IMAGE_ARCH ?= $(shell go env GOARCH)
+IMAGE_ARCHIVE ?= bin/image/kubectl-trainjob.tar
+
 .PHONY: image
-image: ## Build the operator image $(IMAGE) from the Dockerfile; without Docker, print how to build it.
-	@if docker info >/dev/null 2>&1; then \
-		echo docker build --build-arg VERSION=$(VERSION) --build-arg GIT_COMMIT=$(GIT_COMMIT) -t $(IMAGE) .; \
-		docker build --build-arg VERSION=$(VERSION) --build-arg GIT_COMMIT=$(GIT_COMMIT) -t $(IMAGE) .; \
-	else \
-		echo "make image: no Docker engine here ('docker info' failed), so no image was built. Build it where there is one:"; \
-		echo "  docker build --build-arg VERSION=$(VERSION) --build-arg GIT_COMMIT=$(GIT_COMMIT) -t $(IMAGE) ."; \
-		echo "or with ko (no Docker needed; sets the version but not the commit):"; \
-		echo "  KO_DOCKER_REPO=$(firstword $(subst :, ,$(IMAGE))) KO_DEFAULTBASEIMAGE=gcr.io/distroless/static-debian12:nonroot \\"; \
-		echo "  GOFLAGS=-ldflags=-X=github.com/kubectl-trainjob/kubectl-trainjob/pkg/version.Version=$(VERSION) \\"; \
-		echo "  ko build --bare --tags $(VERSION) ./cmd/kubectl-trainjob"; \
-		echo "then push it and run: kubectl trainjob install --image $(IMAGE)"; \
-	fi
+image: ## Build the operator image $(IMAGE) into $(IMAGE_ARCHIVE) (no Docker needed); prints how to load it.
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) go build -trimpath -ldflags '$(LDFLAGS)' -o bin/image/linux-$(IMAGE_ARCH)/kubectl-trainjob ./cmd/kubectl-trainjob
+	@mkdir -p $(dir $(IMAGE_ARCHIVE))
+	go run ./test/images/cmd/operator-image -binary bin/image/linux-$(IMAGE_ARCH)/kubectl-trainjob -arch $(IMAGE_ARCH) \
+		-ref $(IMAGE) -version '$(VERSION)' -commit '$(GIT_COMMIT)' -created $(SOURCE_DATE_EPOCH) -out $(IMAGE_ARCHIVE)
+	@echo "make image: wrote $(IMAGE) to $(IMAGE_ARCHIVE). Load it with one of:"
+	@echo "  ctr -n k8s.io images import $(IMAGE_ARCHIVE)"
+	@echo "  kind load image-archive $(IMAGE_ARCHIVE)"
+	@echo "  docker load -i $(IMAGE_ARCHIVE)"
+	@echo "then: kubectl trainjob install --image $(IMAGE)"
 
 .PHONY: help
 help:

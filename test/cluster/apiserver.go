@@ -47,6 +47,11 @@ func (c *Cluster) startAPIServer(ctx context.Context) error {
 	api := &envtest.APIServer{Path: apiserver, CertDir: certDir, Out: apiLog, Err: apiLog}
 	// KWOK's nodes carry their name as Hostname address too, which does not resolve: reach them by IP.
 	api.Configure().Set("kubelet-preferred-address-types", "InternalIP")
+	if c.opts.RealNode {
+		if err := c.prepareRealNode(ctx, api, certDir); err != nil {
+			return err
+		}
+	}
 	for name, value := range c.opts.APIServerFlags {
 		api.Configure().Set(name, value)
 	}

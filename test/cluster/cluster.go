@@ -67,6 +67,12 @@ type Options struct {
 	// PodRunDuration is how long a simulated container runs before it exits; 0 means 1s. A pod may ask for
 	// another time with the env var SIM_RUN_SECONDS.
 	PodRunDuration time.Duration
+	// RealNode adds the real node RealNodeName: a kubelet with containerd and runc that runs real containers
+	// (README "The real node"). Start fails with RealNodeSupported's reason where the machine cannot run it.
+	RealNode bool
+	// RealNodeImages are image archives (images.WriteArchive, `make image`) the real node has from the start:
+	// nothing is pulled, so every image a pod of the real node uses must be one of them.
+	RealNodeImages []string
 }
 
 // Cluster is a running local cluster. Stop it when done.
@@ -89,6 +95,7 @@ type Cluster struct {
 	env        *envtest.Environment
 	webhooks   *envtest.WebhookInstallOptions
 	procs      []*process // started by this package, in start order
+	node       *realNode  // with Options.RealNode
 	components []string   // names of the log files, in start order
 	podLogsMu  sync.Mutex // serialises writes to the simulated pod log files
 	stopOnce   sync.Once
@@ -103,6 +110,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
+	removeAbandonedNodes()
 	removeAbandonedDirs()
 	dir, err := os.MkdirTemp("", workDirPrefix)
 	if err != nil {
@@ -185,6 +193,11 @@ func alive(pid int) bool {
 func (c *Cluster) Stop() error {
 	c.stopOnce.Do(func() {
 		var errs []error
+		// The real node first: its kubelet must not see the control plane go, and its containers must be
+		// killed by a running containerd.
+		if c.node != nil {
+			errs = append(errs, c.node.stop())
+		}
 		var wg sync.WaitGroup
 		errCh := make(chan error, len(c.procs))
 		for _, p := range c.procs {
@@ -277,6 +290,12 @@ func (o Options) withDefaults() (Options, error) {
 	binaries := o.Profile.binaries()
 	if o.JobSet && o.Profile == ProfileAPI {
 		binaries = append(binaries, "jobset")
+	}
+	if o.RealNode {
+		if o.Profile != ProfileFull {
+			return o, fmt.Errorf("the real node needs the %s profile", ProfileFull)
+		}
+		binaries = append(binaries, "kubelet", "kube-proxy", "pause", "cni/bridge", "cni/host-local", "cni/loopback")
 	}
 	for _, name := range binaries {
 		if _, err := os.Stat(filepath.Join(o.ToolsDir, name)); err != nil {

@@ -61,8 +61,14 @@ func (c *Cluster) startFull(ctx context.Context) error {
 	authn := []string{kubeconfig, "--authentication-kubeconfig=" + c.KubeconfigPath, "--authorization-kubeconfig=" + c.KubeconfigPath}
 	tool := func(name string) string { return filepath.Join(c.opts.ToolsDir, name) }
 
-	kcm, err := c.startProcess("kube-controller-manager", tool("kube-controller-manager"), slices.Concat(authn, []string{
-		"--controllers=" + strings.Join(kcmControllers, ","),
+	controllers, kcmExtra := kcmControllers, []string(nil)
+	if c.node != nil {
+		// Pods of the real node verify the API server with the CA in each namespace's kube-root-ca.crt.
+		controllers = append(slices.Clip(controllers), "root-ca-certificate-publisher-controller")
+		kcmExtra = []string{"--root-ca-file=" + c.node.caFile}
+	}
+	kcm, err := c.startProcess("kube-controller-manager", tool("kube-controller-manager"), slices.Concat(authn, kcmExtra, []string{
+		"--controllers=" + strings.Join(controllers, ","),
 		"--leader-elect=false",
 		"--bind-address=127.0.0.1",
 		"--secure-port=" + strconv.Itoa(kcmPort),
@@ -143,6 +149,9 @@ leaderElection: {leaderElect: false}
 		if err := waitUntil(ctx, componentStartTimeout, check.what, all, check.cond); err != nil {
 			return err
 		}
+	}
+	if c.node != nil {
+		return c.startRealNode(ctx)
 	}
 	return nil
 }

@@ -38,6 +38,16 @@ func (c *Cluster) startProcess(name, binary string, args, env []string) (*proces
 	if err != nil {
 		return nil, err
 	}
+	p, err := startLogged(out, name, binary, args, env)
+	if err != nil {
+		return nil, err
+	}
+	c.procs = append(c.procs, p)
+	return p, nil
+}
+
+// startLogged starts a component as startProcess does, writing its output to out, which it closes.
+func startLogged(out *os.File, name, binary string, args, env []string) (*process, error) {
 	defer out.Close() // the child has its own copy
 
 	cmd := exec.Command(binary, args...)
@@ -55,7 +65,6 @@ func (c *Cluster) startProcess(name, binary string, args, env []string) (*proces
 		p.err = cmd.Wait()
 		close(p.done)
 	}()
-	c.procs = append(c.procs, p)
 	return p, nil
 }
 

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -45,4 +46,28 @@ func StartForTest(t testing.TB, opts Options) *Cluster {
 		}
 	})
 	return c
+}
+
+// RequireRealNode skips t on a machine that cannot run the real node at all (not Linux, or not root) and
+// fails it on one that could but lacks what `make tools` installs: there a skip would hide a broken setup.
+func RequireRealNode(t testing.TB) {
+	t.Helper()
+	requireMachine(t, RealNodeSupported())
+}
+
+// RequireRealContainers is RequireRealNode for tests that only run containerd.
+func RequireRealContainers(t testing.TB) {
+	t.Helper()
+	requireMachine(t, RealContainersSupported())
+}
+
+func requireMachine(t testing.TB, unsupported error) {
+	t.Helper()
+	if unsupported == nil {
+		return
+	}
+	if runtime.GOOS != "linux" || os.Geteuid() != 0 {
+		t.Skipf("this machine cannot run real containers: %v", unsupported)
+	}
+	t.Fatal(unsupported)
 }

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -27,6 +28,11 @@ const kustomizationDir = "config/default"
 // buildManifests runs `kustomize build config/default` with the kustomize `make tools` built, and returns the
 // objects in kustomize's order (namespaces and CRDs first, webhook configurations last).
 func buildManifests(ctx context.Context, root string) ([]*unstructured.Unstructured, error) {
+	return kustomizeBuild(ctx, root, filepath.Join(root, kustomizationDir))
+}
+
+// kustomizeBuild runs `kustomize build` (the kustomize `make tools` built) with args and decodes its output.
+func kustomizeBuild(ctx context.Context, root string, args ...string) ([]*unstructured.Unstructured, error) {
 	toolsDir := os.Getenv(cluster.ToolsEnv)
 	if toolsDir == "" {
 		toolsDir = filepath.Join(root, "bin", "tools")
@@ -36,11 +42,11 @@ func buildManifests(ctx context.Context, root string) ([]*unstructured.Unstructu
 		return nil, fmt.Errorf("kustomize not found in %s: run `make tools` (or set %s)", toolsDir, cluster.ToolsEnv)
 	}
 	var stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, kustomize, "build", filepath.Join(root, kustomizationDir))
+	cmd := exec.CommandContext(ctx, kustomize, append([]string{"build"}, args...)...)
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return nil, fmt.Errorf("kustomize build %s: %w\n%s", kustomizationDir, err, stderr.Bytes())
+		return nil, fmt.Errorf("kustomize build %s: %w\n%s", strings.Join(args, " "), err, stderr.Bytes())
 	}
 	return decodeObjects(out)
 }

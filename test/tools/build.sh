@@ -22,6 +22,7 @@ KWOK_VERSION=v0.8.0
 CONTROLLER_TOOLS_VERSION=v0.23.0
 KUSTOMIZE_VERSION=v5.8.1
 KREW_VERSION=v0.4.3
+CNI_PLUGINS_VERSION=v1.10.0
 
 kube_ldflags() {
 	local v=$KUBE_VERSION minor
@@ -47,6 +48,43 @@ build() {
 	ln -sfn "$out" "$links/$name"
 }
 
+# build_cni VERSION: the CNI plugins the real node's containerd runs, in one folder (its CNI bin_dir),
+# linked as <links>/cni.
+build_cni() {
+	local version=$1 dir="$cache/cni/$1" p
+	for p in main/bridge ipam/host-local main/loopback; do
+		local name=${p#*/}
+		if [[ ! -x "$dir/$name" ]]; then
+			local start=$SECONDS
+			echo ">> building CNI plugin $name $version (cached in $dir)" >&2
+			mkdir -p "$dir"
+			(cd "$here/cni" && GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$dir/$name.tmp" "github.com/containernetworking/plugins/plugins/$p")
+			mv "$dir/$name.tmp" "$dir/$name"
+			echo ">> built CNI plugin $name $version in $((SECONDS - start))s" >&2
+		fi
+	done
+	ln -sfn "$dir" "$links/cni"
+}
+
+# node_packages: the real node runs Debian's containerd and runc, and kube-proxy drives iptables. They are
+# installed here, at build time, on Linux as root; elsewhere the real node is off and says why.
+node_packages() {
+	local missing=() p
+	for p in containerd runc ctr iptables nsenter ip sysctl; do
+		command -v "$p" >/dev/null || missing+=("$p")
+	done
+	[[ ${#missing[@]} -eq 0 ]] && return 0
+	if [[ $(uname -s) != Linux || $(id -u) != 0 ]] || ! command -v apt-get >/dev/null; then
+		echo ">> the real node needs ${missing[*]} (not installed: this is not Linux as root with apt-get); the local cluster runs without it" >&2
+		return 0
+	fi
+	echo ">> installing Debian's containerd, runc and iptables for the real node (missing: ${missing[*]})" >&2
+	local start=$SECONDS
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq containerd runc iptables iproute2 procps util-linux >/dev/null ||
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq containerd runc iptables iproute2 procps util-linux >/dev/null; }
+	echo ">> installed them in $((SECONDS - start))s" >&2
+}
+
 want() { [[ $# -eq 0 ]] && return 0; local n; for n in "${selected[@]}"; do [[ $n == "$1" ]] && return 0; done; return 1; }
 selected=("$@")
 sel() { [[ ${#selected[@]} -eq 0 ]] || want "$1"; }
@@ -58,6 +96,12 @@ sel kube-apiserver && build kube-apiserver "$KUBE_VERSION" kube k8s.io/kubernete
 sel kube-controller-manager && build kube-controller-manager "$KUBE_VERSION" kube k8s.io/kubernetes/cmd/kube-controller-manager "$(kube_ldflags)"
 sel kube-scheduler && build kube-scheduler "$KUBE_VERSION" kube k8s.io/kubernetes/cmd/kube-scheduler "$(kube_ldflags)"
 sel kubectl && build kubectl "$KUBE_VERSION" kube k8s.io/kubernetes/cmd/kubectl "$(kube_ldflags)"
+sel kubelet && build kubelet "$KUBE_VERSION" kube k8s.io/kubernetes/cmd/kubelet "$(kube_ldflags)"
+sel kube-proxy && build kube-proxy "$KUBE_VERSION" kube k8s.io/kubernetes/cmd/kube-proxy "$(kube_ldflags)"
+sel cni && build_cni "$CNI_PLUGINS_VERSION"
+# Our own program: keyed by its source, so an edit builds it again.
+sel pause && build pause "src-$(cat "$repo/test/images/pause/main.go" | sha256sum | cut -c1-12)" ../.. ./test/images/pause
+sel node-packages && node_packages
 sel jobset && build jobset "$JOBSET_VERSION" controllers sigs.k8s.io/jobset
 sel kwok && build kwok "$KWOK_VERSION" controllers sigs.k8s.io/kwok/cmd/kwok
 sel krew && build krew "$KREW_VERSION" krew sigs.k8s.io/krew/cmd/krew

@@ -11,7 +11,7 @@ DEV_CLUSTER_FLAGS ?=
 ##@ Local cluster
 .PHONY: tools dev-cluster
 
-tools: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, JobSet, KWOK, controller-gen, kustomize, krew (cached by version).
+tools: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kubelet, kube-proxy, CNI plugins, JobSet, KWOK, controller-gen, kustomize, krew (cached by version); install containerd, runc, iptables (Linux, root).
 	TOOLS_BIN=$(TOOLS_BIN) $(CURDIR)/test/tools/build.sh
 
 dev-cluster: tools ## Run the full local cluster in the foreground (Ctrl-C stops it); prints the export KUBECONFIG line.

@@ -1,6 +1,6 @@
 // Command dev-cluster runs the local cluster's full profile in the foreground for manual work and demos:
 // kube-apiserver, etcd, kube-controller-manager, kube-scheduler, the JobSet controller and KWOK with fake GPU
-// nodes. It writes a kubeconfig, prints the line that points kubectl at it, and stops everything on Ctrl-C.
+// nodes, and where the machine can, the real node. It writes a kubeconfig, prints the line that points kubectl at it, and stops everything on Ctrl-C.
 // `make dev-cluster` builds and runs it.
 package main
 
@@ -34,7 +34,24 @@ func run() error {
 	flag.IntVar(&opts.GPUsPerNode, "gpus-per-node", 8, "nvidia.com/gpu capacity of each GPU node")
 	flag.DurationVar(&opts.PodRunDuration, "pod-run-duration", 10*time.Second, "how long a simulated container runs (pods may ask otherwise with env SIM_RUN_SECONDS)")
 	crds := flag.String("crds", "", "comma-separated CRD folders to install (default: test/crds and config/crd/bases)")
+	realNode := flag.String("real-node", "auto", "run the real node "+cluster.RealNodeName+" (kubelet, containerd, runc): auto (where the machine can), true or false")
+	images := flag.String("images", "", "comma-separated image archives the real node has from the start (e.g. bin/image/kubectl-trainjob.tar)")
 	flag.Parse()
+	switch *realNode {
+	case "auto":
+		if err := cluster.RealNodeSupported(); err != nil {
+			fmt.Printf("no real node: %v\n", err)
+		} else {
+			opts.RealNode = true
+		}
+	case "true", "false":
+		opts.RealNode = *realNode == "true"
+	default:
+		return fmt.Errorf("-real-node=%q: want auto, true or false", *realNode)
+	}
+	if *images != "" {
+		opts.RealNodeImages = strings.Split(*images, ",")
+	}
 	if *crds != "" {
 		opts.CRDDirs = strings.Split(*crds, ",")
 	}
@@ -60,8 +77,12 @@ func run() error {
 	if err := c.WriteKubeconfig(kubeconfig); err != nil {
 		return errors.Join(err, c.Stop())
 	}
-	fmt.Printf("local cluster up in %v (GPU nodes: %d × %d nvidia.com/gpu, CPU nodes: %d; logs in %s)\n",
-		time.Since(begin).Round(100*time.Millisecond), max(opts.GPUNodes, 0), opts.GPUsPerNode, max(opts.CPUNodes, 0), opts.LogDir)
+	real := "no real node"
+	if opts.RealNode {
+		real = "real node " + cluster.RealNodeName
+	}
+	fmt.Printf("local cluster up in %v (GPU nodes: %d × %d nvidia.com/gpu, CPU nodes: %d, %s; logs in %s)\n",
+		time.Since(begin).Round(100*time.Millisecond), max(opts.GPUNodes, 0), opts.GPUsPerNode, max(opts.CPUNodes, 0), real, opts.LogDir)
 	fmt.Printf("export KUBECONFIG=%s\n", kubeconfig)
 	fmt.Println("Ctrl-C stops it.")
 
