@@ -40,6 +40,9 @@ type Summary struct {
 	// Stage is where the TrainJob is (pkg/stage); Reason says why it is there, or what it waits for.
 	Stage  stage.Stage `json:"stage"`
 	Reason string      `json:"reason,omitempty"`
+	// BlockedByTaint is set when the TrainJob's unschedulable pods are kept off the nodes only by taints they
+	// do not tolerate; Reason then says so, and BlockedByTaint.WayOut how to tolerate them.
+	BlockedByTaint *TaintBlock `json:"blockedByTaint,omitempty"`
 	// Progress is the trainer's own report (status.trainerStatus), when it sends one.
 	Progress *Progress `json:"progress,omitempty"`
 	// Stages is the pipeline: Pending, Initializing (when the runtime has initializers), Training, and the
@@ -139,6 +142,9 @@ type Objects struct {
 	Pods []corev1.Pod
 	// Events of the namespace; Summarize keeps those of the TrainJob and its children.
 	Events []corev1.Event
+	// Nodes of the cluster, read only while a pod is unschedulable (nil otherwise, or when they cannot be
+	// read): they tell whether taints alone keep the pods off them.
+	Nodes []corev1.Node
 }
 
 // maxWarnings is how many recent warnings a summary keeps.
@@ -177,6 +183,9 @@ func Summarize(in Objects, now time.Time) *Summary {
 	s.Stages = stageSpans(tj, s.Stage, s.Jobs, now)
 	s.Timeline = timeline(tj, in.Events)
 	s.Warnings = warnings(in)
+	if !s.Stage.Terminal() && s.Stage != stage.Suspended {
+		s.BlockedByTaint = taintBlock(tj, in.Pods, in.Nodes)
+	}
 	s.Reason = reason(s, in)
 	return s
 }
@@ -591,6 +600,9 @@ func reason(s *Summary, in Objects) string {
 			return c.Message
 		}
 		return "spec.suspend is true"
+	}
+	if b := s.BlockedByTaint; b != nil {
+		return b.Reason()
 	}
 	if r := podTrouble(in.Pods); r != "" {
 		return r
