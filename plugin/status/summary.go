@@ -107,7 +107,7 @@ type JobSummary struct {
 	Suspended int32        `json:"suspended"`
 	Start     *metav1.Time `json:"start,omitempty"`
 	End       *metav1.Time `json:"end,omitempty"`
-	// started is stage.Started of the counts: the stage the replicated job belongs to has begun.
+	// started is stage.Begun of the counts: the stage the replicated job belongs to has begun.
 	started bool
 }
 
@@ -294,7 +294,7 @@ func summarizeJobs(tj *trainer.TrainJob, jobs []batchv1.Job, pods []corev1.Pod) 
 	for _, js := range tj.Status.JobsStatus {
 		out = append(out, JobSummary{Name: js.Name, Ready: ptr.Deref(js.Ready, 0), Active: ptr.Deref(js.Active, 0),
 			Succeeded: ptr.Deref(js.Succeeded, 0), Failed: ptr.Deref(js.Failed, 0), Suspended: ptr.Deref(js.Suspended, 0),
-			started: stage.Started(js)})
+			started: stage.Begun(tj.Status.JobsStatus, js)})
 	}
 	for _, j := range jobs {
 		name := j.Labels[jobsetv1alpha2.ReplicatedJobNameKey]
@@ -392,7 +392,7 @@ func latest(a, b *metav1.Time) *metav1.Time {
 
 // stageSpans lays the pipeline out: Pending from creation until the first Job started, Initializing over the
 // initializer Jobs, Training over the trainer Jobs, and the terminal stage at its condition's transition.
-// A replicated job counts once its stage has begun (stage.Started, or a Job of it ended): an active Job
+// A replicated job counts once its stage has begun (stage.Begun, or a Job of it ended): an active Job
 // whose pods wait for a node leaves the TrainJob Pending, so it neither ends Pending nor starts its stage.
 // A stage that began starts when its first Job did (that includes how long its pods waited for nodes).
 func stageSpans(tj *trainer.TrainJob, current stage.Stage, jobs []JobSummary, now time.Time) []StageSpan {
