@@ -74,6 +74,14 @@ type statusSummary struct {
 	Kind   string `json:"kind"`
 	Stage  string `json:"stage"`
 	Reason string `json:"reason"`
+	// BlockedByTaint is set when taints alone keep the pods off the nodes.
+	BlockedByTaint *struct {
+		Pods              int      `json:"pods"`
+		Taints            []string `json:"taints"`
+		Nodes             []string `json:"nodes"`
+		ExtendedResources []string `json:"extendedResources"`
+		WayOut            string   `json:"wayOut"`
+	} `json:"blockedByTaint"`
 	Stages []struct {
 		Name     string     `json:"name"`
 		Start    *time.Time `json:"start"`
@@ -255,7 +263,7 @@ func TestDeepSpeedMPI(t *testing.T) {
 	// resourcesPerNode applies to the job named node only, even when the launcher is node 0 (upstream's
 	// rule): only the nodes ask for GPUs.
 	for _, p := range nodes {
-		if !strings.HasPrefix(p.Spec.NodeName, "gpu-node-") {
+		if !isGPUNode(p.Spec.NodeName) {
 			t.Errorf("pod %s ran on %q, not on a GPU node", p.Name, p.Spec.NodeName)
 		}
 	}
