@@ -55,6 +55,9 @@ type options struct {
 	root string
 
 	out io.Writer
+	// then, when set, runs once the TrainJob is Complete, before the cluster stops, with the environment
+	// that the commands printed under "try next" need (tests run them with it).
+	then func(ctx context.Context, env []string) error
 }
 
 func main() {
@@ -144,9 +147,10 @@ func run(ctx context.Context, o options) (err error) {
 	}
 	step.done()
 
+	env := append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	cli := func(args ...string) *exec.Cmd {
 		cmd := exec.CommandContext(untilComplete, o.binary, args...)
-		cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+		cmd.Env = env
 		cmd.Stdout, cmd.Stderr = o.out, o.out
 		cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 		cmd.WaitDelay = 5 * time.Second
@@ -169,6 +173,11 @@ func run(ctx context.Context, o options) (err error) {
 		return fmt.Errorf("TrainJob %s did not complete (kubectl trainjob status -w: %w); logs in %s", trainJobName, statusErr, logDir)
 	}
 	fmt.Fprintf(o.out, "\nTrainJob %s/%s is Complete, %v after `make demo` started.\n", namespace, trainJobName, time.Since(begin).Round(time.Second))
+	if o.then != nil {
+		if err := o.then(ctx, env); err != nil {
+			return err
+		}
+	}
 	if o.noWait {
 		return nil
 	}
@@ -192,7 +201,12 @@ The cluster stays up until Ctrl-C. In another terminal:
   kubectl-trainjob logs %[3]s --stage dataset-initializer
   kubectl-trainjob describe-pipeline %[3]s             # what each plugin of the operator did
 
-  # A second job that does not fit: 16 GPUs per node, the nodes have 8.
+  # A GPU job from flags on the shipped runtime: 2 nodes × 8 GPUs, on two GPU nodes.
+  kubectl-trainjob create llama --runtime torch-distributed --nodes 2 --gpus-per-node 8 -- torchrun train.py
+  kubectl-trainjob wait llama --for=Complete          # its pods run for 10 s
+  kubectl-trainjob status llama
+
+  # A job that does not fit: 16 GPUs per node, the nodes have 8.
   kubectl-trainjob create too-big --runtime torch-distributed --nodes 2 --gpus-per-node 16
   kubectl-trainjob status too-big                     # its pods cannot be scheduled, and the scheduler says why
   kubectl-trainjob delete too-big
