@@ -30,7 +30,7 @@ type readmeCommand struct {
 // readmeCommands are the README's commands that run on this cluster as they are written, in the order they
 // must run. They run in a folder that holds the files the README's render examples name: trainjob.yaml (the
 // reference example 01), bad.yaml (numProcPerNode 0) and torch-distributed.yaml (the shipped runtime). The
-// first create makes llama (4 × 8 GPUs with a dataset initializer), `logs -f` follows it to its end, and
+// first create makes llama (4 × 8 GPUs), `logs -f` follows it to its end, and
 // `delete` removes it. TestREADMECommandMap (test/readme) holds the command of each README line and the test
 // that runs it.
 var readmeCommands = []readmeCommand{
@@ -38,7 +38,7 @@ var readmeCommands = []readmeCommand{
 		stdout: `(?m)^kind: JobSet\n(.*\n)*  name: multi-node-example\n(.*\n)*              - name: PET_NNODES\n                value: "3"\n`},
 	{command: "kubectl trainjob render -f bad.yaml --runtime torch-distributed.yaml", code: 1,
 		stderr: `^error: bad\.yaml: TrainJob\.trainer\.kubeflow\.org "bad" is invalid: spec\.trainer\.numProcPerNode: Invalid value: 0: numProcPerNode must be greater than or equal to 1\n$`},
-	{command: "kubectl trainjob create llama --runtime torch-distributed --nodes 4 --gpus-per-node 8 --dataset-uri hf://tatsu-lab/alpaca --queue team-a -- torchrun train.py --lr 3e-4",
+	{command: "kubectl trainjob create llama --runtime torch-distributed --nodes 4 --gpus-per-node 8 --queue team-a -- torchrun train.py --lr 3e-4",
 		stdout: `^trainjob\.trainer\.kubeflow\.org/llama created\n$`},
 	{command: "kubectl trainjob create llama --runtime torch-distibuted", code: 1,
 		stderr: `^error: clustertrainingruntime "torch-distibuted" not found; list runtimes with: kubectl trainjob runtimes\n$`},

@@ -62,7 +62,7 @@ var readmeCommands = map[string]runBy{
 	"kubectl trainjob render -f bad.yaml --runtime torch-distributed.yaml":      {tests: []string{"test/e2e.TestREADMECommands", "plugin/render.TestRenderBadInput"}, verbatim: true},
 
 	// Create, logs, runtimes, version.
-	"kubectl trainjob create llama --runtime torch-distributed --nodes 4 --gpus-per-node 8 --dataset-uri hf://tatsu-lab/alpaca --queue team-a -- torchrun train.py --lr 3e-4": {
+	"kubectl trainjob create llama --runtime torch-distributed --nodes 4 --gpus-per-node 8 --queue team-a -- torchrun train.py --lr 3e-4": {
 		tests: []string{"test/e2e.TestREADMECommands", "test/integration/cli.TestCreate"}, verbatim: true},
 	"kubectl trainjob create llama --runtime torch-distibuted": {tests: []string{"test/e2e.TestREADMECommands"}, verbatim: true},
 	"kubectl trainjob create llama --runtime torch-distributed --resources-per-node cpu=four": {
