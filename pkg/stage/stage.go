@@ -24,7 +24,8 @@ const (
 	Suspended Stage = "Suspended"
 	// Initializing: a dataset or model initializer Job has started, no trainer Job yet.
 	Initializing Stage = "Initializing"
-	// Training: a trainer Job (node, launcher) has started: all its pods are ready, or it has ended.
+	// Training: a trainer Job (node, launcher) has started: all its pods are ready, or it has ended; or,
+	// after the initializers succeeded, it exists (Begun).
 	Training Stage = "Training"
 	// Complete and Failed are terminal.
 	Complete Stage = "Complete"
@@ -54,6 +55,31 @@ func Started(js trainer.JobStatus) bool {
 	return ptr.Deref(js.Ready, 0) > 0 || ptr.Deref(js.Succeeded, 0) > 0 || ptr.Deref(js.Failed, 0) > 0
 }
 
+// Begun tells whether the stage of replicated job js has begun, among the replicated jobs all: js has
+// Started, or it is a trainer job that exists (active) after every initializer succeeded. The pipeline is
+// then past initializing whatever the trainer's pods do: wait for a node, restart, or finish one by one (a
+// pod that has succeeded is no longer ready, and its Job counts it succeeded only a moment later, so in
+// between the trainer's Job counts neither ready nor succeeded).
+func Begun(all []trainer.JobStatus, js trainer.JobStatus) bool {
+	if Started(js) {
+		return true
+	}
+	if IsInitializer(js.Name) || ptr.Deref(js.Active, 0) == 0 {
+		return false
+	}
+	initializers := 0
+	for _, other := range all {
+		if !IsInitializer(other.Name) {
+			continue
+		}
+		if ptr.Deref(other.Succeeded, 0) == 0 || ptr.Deref(other.Active, 0) > 0 {
+			return false
+		}
+		initializers++
+	}
+	return initializers > 0
+}
+
 // Of returns the stage of a TrainJob. It reads only the TrainJob (not its pods), so the list of a thousand
 // TrainJobs, the operator's metric and one TrainJob's status all agree.
 func Of(tj *trainer.TrainJob) Stage {
@@ -68,7 +94,7 @@ func Of(tj *trainer.TrainJob) Stage {
 	}
 	initializing, training := false, false
 	for _, js := range tj.Status.JobsStatus {
-		if !Started(js) {
+		if !Begun(tj.Status.JobsStatus, js) {
 			continue
 		}
 		if IsInitializer(js.Name) {

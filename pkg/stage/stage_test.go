@@ -42,8 +42,18 @@ func TestOf(t *testing.T) {
 		{name: "initializer done, trainer running", tj: jobs(job("dataset-initializer", 0, 0, 1), job("node", 1, 1, 0)), want: Training},
 		{name: "initializers done, trainer not created yet is still Initializing",
 			tj: jobs(job("dataset-initializer", 0, 0, 1), job("node", 0, 0, 0)), want: Initializing},
-		{name: "initializers done, trainer's pods unschedulable is still Initializing",
-			tj: jobs(job("dataset-initializer", 0, 0, 1), job("node", 0, 1, 0)), want: Initializing},
+		{name: "initializers done, trainer's Job created but its pods unschedulable is Training: the initializers are over",
+			tj: jobs(job("dataset-initializer", 0, 0, 1), job("node", 0, 1, 0)), want: Training},
+		// Between Training and Complete: a trainer pod has succeeded, so it is no longer ready, and its Job has
+		// not counted it succeeded yet (the Job controller does that in a second status write).
+		{name: "initializers done, a trainer pod succeeded but its Job counts it neither ready nor succeeded yet is still Training",
+			tj: jobs(job("dataset-initializer", 0, 0, 1), job("model-initializer", 0, 0, 1), job("node", 0, 1, 0)), want: Training},
+		// The same moment for a Job with nothing before it: its counts are those of a Job whose pods wait for a
+		// node, and the TrainJob holds nothing else to tell them apart.
+		{name: "the initializer's pod succeeded but its Job counts it neither ready nor succeeded yet is Pending",
+			tj: jobs(job("dataset-initializer", 0, 1, 0)), want: Pending},
+		{name: "one initializer done, the other still running, is Initializing",
+			tj: jobs(job("dataset-initializer", 0, 0, 1), job("model-initializer", 1, 1, 0), job("node", 0, 1, 0)), want: Initializing},
 		{name: "trainer Job active but its pods unschedulable is Pending", tj: jobs(job("node", 0, 1, 0)), want: Pending},
 		{name: "trainer Job active, ready counts not written by an old JobSet is Pending",
 			tj: jobs(trainer.JobStatus{Name: "node", Active: ptr.To[int32](1)}), want: Pending},

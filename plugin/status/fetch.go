@@ -2,6 +2,7 @@ package status
 
 import (
 	"context"
+	"slices"
 	"sync"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -18,7 +19,9 @@ import (
 // Jobs and the pods of its JobSet, and the namespace's Events. The Jobs and Events are optional: a user
 // without the right to read them, or a TrainJob whose controller has not built them yet, still gets a
 // summary (stage times then come from the pods). The JobSet itself is not read: the TrainJob holds its
-// counts (jobsStatus), and its Jobs and pods show that it exists.
+// counts (jobsStatus), and its Jobs and pods show that it exists. Only while a pod cannot be scheduled, a
+// fifth request reads the nodes, to tell whether taints alone keep it off them; a user who may not read
+// nodes gets the scheduler's message instead.
 func Fetch(ctx context.Context, c client.Reader, namespace, name string) (Objects, error) {
 	var (
 		tj                             *trainer.TrainJob
@@ -44,7 +47,17 @@ func Fetch(ctx context.Context, c client.Reader, namespace, name string) (Object
 			return in, err
 		}
 	}
-	return in, podsErr
+	if podsErr != nil {
+		return in, podsErr
+	}
+	if slices.ContainsFunc(in.Pods, func(p corev1.Pod) bool { _, ok := unschedulable(&p); return ok }) {
+		var nodes corev1.NodeList
+		if err := c.List(ctx, &nodes); err != nil && !optional(err) {
+			return in, err
+		}
+		in.Nodes = nodes.Items
+	}
+	return in, nil
 }
 
 // optional tells whether a read may fail without failing the summary.

@@ -31,6 +31,9 @@ func Render(w io.Writer, s *Summary, now time.Time, color bool) error {
 	}
 	// The stage line is not a table cell: only its reason comes from the cluster.
 	fmt.Fprintf(w, "Stage:       %s\n", printers.Colorize(string(s.Stage), color)+printers.Escape(strings.TrimPrefix(s.StageLine(), string(s.Stage))))
+	if b := s.BlockedByTaint; b != nil {
+		fmt.Fprintf(w, "Hint:        %s\n", printers.Escape(b.WayOut))
+	}
 	if p := s.Progress; p != nil {
 		fmt.Fprintf(w, "Progress:    %s\n", printers.Escape(progressLine(p, s.Stage.Terminal(), now)))
 	}

@@ -40,6 +40,9 @@ type Summary struct {
 	// Stage is where the TrainJob is (pkg/stage); Reason says why it is there, or what it waits for.
 	Stage  stage.Stage `json:"stage"`
 	Reason string      `json:"reason,omitempty"`
+	// BlockedByTaint is set when the TrainJob's unschedulable pods are kept off the nodes only by taints they
+	// do not tolerate; Reason then says so, and BlockedByTaint.WayOut how to tolerate them.
+	BlockedByTaint *TaintBlock `json:"blockedByTaint,omitempty"`
 	// Progress is the trainer's own report (status.trainerStatus), when it sends one.
 	Progress *Progress `json:"progress,omitempty"`
 	// Stages is the pipeline: Pending, Initializing (when the runtime has initializers), Training, and the
@@ -104,7 +107,7 @@ type JobSummary struct {
 	Suspended int32        `json:"suspended"`
 	Start     *metav1.Time `json:"start,omitempty"`
 	End       *metav1.Time `json:"end,omitempty"`
-	// started is stage.Started of the counts: the stage the replicated job belongs to has begun.
+	// started is stage.Begun of the counts: the stage the replicated job belongs to has begun.
 	started bool
 }
 
@@ -139,6 +142,9 @@ type Objects struct {
 	Pods []corev1.Pod
 	// Events of the namespace; Summarize keeps those of the TrainJob and its children.
 	Events []corev1.Event
+	// Nodes of the cluster, read only while a pod is unschedulable (nil otherwise, or when they cannot be
+	// read): they tell whether taints alone keep the pods off them.
+	Nodes []corev1.Node
 }
 
 // maxWarnings is how many recent warnings a summary keeps.
@@ -177,6 +183,9 @@ func Summarize(in Objects, now time.Time) *Summary {
 	s.Stages = stageSpans(tj, s.Stage, s.Jobs, now)
 	s.Timeline = timeline(tj, in.Events)
 	s.Warnings = warnings(in)
+	if !s.Stage.Terminal() && s.Stage != stage.Suspended {
+		s.BlockedByTaint = taintBlock(tj, in.Pods, in.Nodes)
+	}
 	s.Reason = reason(s, in)
 	return s
 }
@@ -285,7 +294,7 @@ func summarizeJobs(tj *trainer.TrainJob, jobs []batchv1.Job, pods []corev1.Pod) 
 	for _, js := range tj.Status.JobsStatus {
 		out = append(out, JobSummary{Name: js.Name, Ready: ptr.Deref(js.Ready, 0), Active: ptr.Deref(js.Active, 0),
 			Succeeded: ptr.Deref(js.Succeeded, 0), Failed: ptr.Deref(js.Failed, 0), Suspended: ptr.Deref(js.Suspended, 0),
-			started: stage.Started(js)})
+			started: stage.Begun(tj.Status.JobsStatus, js)})
 	}
 	for _, j := range jobs {
 		name := j.Labels[jobsetv1alpha2.ReplicatedJobNameKey]
@@ -383,7 +392,7 @@ func latest(a, b *metav1.Time) *metav1.Time {
 
 // stageSpans lays the pipeline out: Pending from creation until the first Job started, Initializing over the
 // initializer Jobs, Training over the trainer Jobs, and the terminal stage at its condition's transition.
-// A replicated job counts once its stage has begun (stage.Started, or a Job of it ended): an active Job
+// A replicated job counts once its stage has begun (stage.Begun, or a Job of it ended): an active Job
 // whose pods wait for a node leaves the TrainJob Pending, so it neither ends Pending nor starts its stage.
 // A stage that began starts when its first Job did (that includes how long its pods waited for nodes).
 func stageSpans(tj *trainer.TrainJob, current stage.Stage, jobs []JobSummary, now time.Time) []StageSpan {
@@ -591,6 +600,9 @@ func reason(s *Summary, in Objects) string {
 			return c.Message
 		}
 		return "spec.suspend is true"
+	}
+	if b := s.BlockedByTaint; b != nil {
+		return b.Reason()
 	}
 	if r := podTrouble(in.Pods); r != "" {
 		return r

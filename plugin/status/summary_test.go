@@ -158,11 +158,11 @@ func TestStages(t *testing.T) {
 		want:  []span{{"Pending", "0s", "-", "1h0m0s"}, {"Training", "-", "-", ""}},
 		stage: stage.Pending,
 	}, {
-		name:  "initializers done, the trainer's pods wait for nodes: Initializing ended, Training not begun",
+		name:  "initializers done, the trainer's pods wait for nodes: Initializing ended, Training began with the trainer's Job",
 		tj:    withJobs(trainJob(), counts("dataset-initializer", 0, 0, 1), counts("node", 0, 1, 0)),
 		jobs:  []batchv1.Job{job("dataset-initializer", 5*time.Second, d(30*time.Second)), job("node", time.Minute, nil)},
-		want:  []span{{"Pending", "0s", "5s", "5s"}, {"Initializing", "5s", "30s", "25s"}, {"Training", "-", "-", ""}},
-		stage: stage.Initializing,
+		want:  []span{{"Pending", "0s", "5s", "5s"}, {"Initializing", "5s", "30s", "25s"}, {"Training", "1m0s", "-", "59m0s"}},
+		stage: stage.Training,
 	}, {
 		name: "Failed while Pending (deadline exceeded, pods never scheduled) closes Pending at the failure",
 		tj:   withJobs(trainJob(cond("Failed", "DeadlineExceeded", metav1.ConditionTrue, 10*time.Minute)), counts("node", 0, 1, 0)),

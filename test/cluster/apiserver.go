@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"golang.org/x/sync/errgroup"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -15,6 +16,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 )
+
+// extendedResourceToleration is the admission plugin that GPU clusters run (GKE and AKS enable it; NVIDIA's GPU
+// operator relies on it): a pod that requests an extended resource, such as nvidia.com/gpu, gets a toleration of
+// the taint of the same key, so GPU pods land on the tainted GPU nodes without a toleration of their own, and
+// other pods still do not.
+const extendedResourceToleration = "ExtendedResourceToleration"
 
 // startAPIServer starts etcd and kube-apiserver through envtest, installs the CRDs and waits until they are
 // established, and writes the administrator's kubeconfig.
@@ -52,9 +59,15 @@ func (c *Cluster) startAPIServer(ctx context.Context) error {
 			return err
 		}
 	}
+	admission := []string{extendedResourceToleration}
 	for name, value := range c.opts.APIServerFlags {
+		if name == "enable-admission-plugins" {
+			admission = append(admission, value)
+			continue
+		}
 		api.Configure().Set(name, value)
 	}
+	api.Configure().Set("enable-admission-plugins", strings.Join(admission, ","))
 
 	var crds []*apiextensionsv1.CustomResourceDefinition
 	if c.Profile == ProfileFull {

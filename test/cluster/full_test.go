@@ -37,6 +37,7 @@ func TestFullProfile(t *testing.T) {
 	t.Run("JobSet runs on two GPU nodes to Completed", s.jobSetCompletes)
 	t.Run("pod asking for more GPUs than a node has stays Unschedulable", s.tooManyGPUs)
 	t.Run("pods without the GPU toleration never land on a GPU node", s.noToleration)
+	t.Run("a pod requesting GPUs is given the GPU toleration at admission and runs on a GPU node", s.gpuToleratedAtAdmission)
 	t.Run("simulated pods serve logs", s.podLogs)
 	t.Run("SIM_EXIT_CODE fails a restartPolicy Never pod", s.exitCodeNever)
 	t.Run("SIM_EXIT_CODE under OnFailure restarts until the Job gives up", s.exitCodeOnFailure)
@@ -382,6 +383,24 @@ func (s *suite) restartAnnotation(t *testing.T) {
 	})
 	if pod.Status.Phase != corev1.PodRunning || pod.Status.ContainerStatuses[0].State.Running == nil {
 		t.Errorf("pod phase %s, container state %+v, want a running container", pod.Status.Phase, pod.Status.ContainerStatuses[0].State)
+	}
+}
+
+// gpuToleratedAtAdmission: the API server runs ExtendedResourceToleration, as GPU clusters do, so a pod that
+// requests nvidia.com/gpu and tolerates nothing is stored with the toleration of the GPU taint and runs on a
+// GPU node.
+func (s *suite) gpuToleratedAtAdmission(t *testing.T) {
+	ns := s.namespace(t)
+	gpus := corev1.ResourceList{cluster.GPUResource: resource.MustParse("8")}
+	pod := simPod(ns, "gpu-without-toleration", corev1.RestartPolicyNever)
+	pod.Spec.Containers[0].Resources = corev1.ResourceRequirements{Requests: gpus, Limits: gpus}
+	s.createRunning(t, pod)
+	want := corev1.Toleration{Key: string(cluster.GPUResource), Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}
+	if !slices.Contains(pod.Spec.Tolerations, want) {
+		t.Errorf("tolerations %+v lack %+v, which ExtendedResourceToleration adds", pod.Spec.Tolerations, want)
+	}
+	if !isGPUNode(pod.Spec.NodeName) {
+		t.Errorf("pod runs on %q, want a GPU node", pod.Spec.NodeName)
 	}
 }
 

@@ -3,7 +3,8 @@
 // creates a multi-node torch TrainJob with a dataset initializer on the GPU nodes with `kubectl trainjob
 // create`, follows it with `kubectl trainjob status -w` until it is Complete, prints what to try next and
 // keeps the cluster up until Ctrl-C. With -no-wait it stops everything once the TrainJob has ended, for
-// scripts and CI; it exits 1 unless the TrainJob is Complete.
+// scripts and CI; it exits 1 unless the TrainJob is Complete. It gives up, saying so, unless the TrainJob is
+// Complete within -timeout of the start.
 //
 // It is a development program: the shipped binary does not contain it.
 package main
@@ -37,9 +38,15 @@ const (
 // watch the jobs you create after the demo's.
 const podRunDuration = 10 * time.Second
 
+// defaultTimeout bounds how long the demo may take from its start until its TrainJob is Complete (about a
+// minute on an idle machine, cluster start included).
+const defaultTimeout = 10 * time.Minute
+
 type options struct {
 	// noWait stops everything once the TrainJob has ended instead of waiting for Ctrl-C.
 	noWait bool
+	// timeout bounds the time from the start until the TrainJob is Complete.
+	timeout time.Duration
 	// binary is the kubectl-trainjob binary: the operator and every command shown run from it.
 	binary string
 	// dir receives the kubeconfig and logs/ (the components' and the operator's logs).
@@ -48,6 +55,9 @@ type options struct {
 	root string
 
 	out io.Writer
+	// then, when set, runs once the TrainJob is Complete, before the cluster stops, with the environment
+	// that the commands printed under "try next" need (tests run them with it).
+	then func(ctx context.Context, env []string) error
 }
 
 func main() {
@@ -55,6 +65,7 @@ func main() {
 	flag.BoolVar(&o.noWait, "no-wait", false, "stop everything once the TrainJob has ended, instead of keeping the cluster up until Ctrl-C")
 	flag.StringVar(&o.binary, "binary", "bin/kubectl-trainjob", "the kubectl-trainjob binary (`make build`)")
 	flag.StringVar(&o.dir, "dir", "bin/demo", "folder for the kubeconfig and logs/")
+	flag.DurationVar(&o.timeout, "timeout", defaultTimeout, "give up unless the TrainJob is Complete this long after the start")
 	flag.Parse()
 	o.out = os.Stdout
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -83,6 +94,16 @@ func run(ctx context.Context, o options) (err error) {
 	kubeconfig := filepath.Join(o.dir, "kubeconfig")
 	begin := time.Now()
 	step := newSteps(o.out)
+	if o.timeout <= 0 {
+		o.timeout = defaultTimeout
+	}
+	// The cluster lives on ctx (until Ctrl-C); what leads to the TrainJob's completion must end by the deadline.
+	untilComplete, stopDeadline := context.WithDeadline(ctx, begin.Add(o.timeout))
+	defer stopDeadline()
+	late := func(what string) error {
+		return fmt.Errorf("TrainJob %s/%s was not Complete within %v of the start (-timeout): %s did not end in time; logs in %s",
+			namespace, trainJobName, o.timeout, what, logDir)
+	}
 
 	step.start("Starting the local cluster: kube-apiserver, etcd, kube-controller-manager, kube-scheduler, JobSet, KWOK with 4 GPU nodes × 8 nvidia.com/gpu and 2 CPU nodes")
 	c, err := cluster.Start(ctx, cluster.Options{Profile: cluster.ProfileFull, LogDir: logDir, PodRunDuration: podRunDuration})
@@ -108,7 +129,10 @@ func run(ctx context.Context, o options) (err error) {
 	step.done()
 
 	step.start("Installing `kustomize build config/default` server-side: CRDs, RBAC, webhooks, the shipped ClusterTrainingRuntimes; running the operator's Deployment as a process")
-	if s, err = stack.Up(ctx, c, stack.Options{Binary: o.binary, Dir: o.dir, LogDir: logDir, Logf: step.detail}); err != nil {
+	if s, err = stack.Up(untilComplete, c, stack.Options{Binary: o.binary, Dir: o.dir, LogDir: logDir, Logf: step.detail}); err != nil {
+		if ctx.Err() == nil && untilComplete.Err() != nil {
+			return errors.Join(late("installing and starting the operator"), err)
+		}
 		return err
 	}
 	step.done()
@@ -118,16 +142,18 @@ func run(ctx context.Context, o options) (err error) {
 	go writeTrainingLogs(logsCtx, c, namespace, trainJobName)
 
 	step.start("Applying the TrainingRuntime " + runtimeFile + ": torch, a dataset-initializer step, trainer nodes on the GPU nodes")
-	if err := stack.ApplyFile(ctx, s.Client, filepath.Join(o.root, runtimeFile), namespace); err != nil {
+	if err := stack.ApplyFile(untilComplete, s.Client, filepath.Join(o.root, runtimeFile), namespace); err != nil {
 		return err
 	}
 	step.done()
 
+	env := append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	cli := func(args ...string) *exec.Cmd {
-		cmd := exec.CommandContext(ctx, o.binary, args...)
-		cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+		cmd := exec.CommandContext(untilComplete, o.binary, args...)
+		cmd.Env = env
 		cmd.Stdout, cmd.Stderr = o.out, o.out
 		cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+		cmd.WaitDelay = 5 * time.Second
 		return cmd
 	}
 	step.start("kubectl trainjob create -f " + trainJobFile + "   (4 nodes × 8 GPUs, dataset initializer)")
@@ -138,13 +164,20 @@ func run(ctx context.Context, o options) (err error) {
 
 	step.start("kubectl trainjob status " + trainJobName + " -w")
 	statusErr := cli("status", "-n", namespace, trainJobName, "-w").Run()
-	if ctx.Err() != nil {
+	switch {
+	case ctx.Err() != nil:
 		return ctx.Err()
-	}
-	if statusErr != nil {
+	case untilComplete.Err() != nil:
+		return late("kubectl trainjob status -w")
+	case statusErr != nil:
 		return fmt.Errorf("TrainJob %s did not complete (kubectl trainjob status -w: %w); logs in %s", trainJobName, statusErr, logDir)
 	}
 	fmt.Fprintf(o.out, "\nTrainJob %s/%s is Complete, %v after `make demo` started.\n", namespace, trainJobName, time.Since(begin).Round(time.Second))
+	if o.then != nil {
+		if err := o.then(ctx, env); err != nil {
+			return err
+		}
+	}
 	if o.noWait {
 		return nil
 	}
@@ -168,7 +201,12 @@ The cluster stays up until Ctrl-C. In another terminal:
   kubectl-trainjob logs %[3]s --stage dataset-initializer
   kubectl-trainjob describe-pipeline %[3]s             # what each plugin of the operator did
 
-  # A second job that does not fit: 16 GPUs per node, the nodes have 8.
+  # A GPU job from flags on the shipped runtime: 2 nodes × 8 GPUs, on two GPU nodes.
+  kubectl-trainjob create llama --runtime torch-distributed --nodes 2 --gpus-per-node 8 -- torchrun train.py
+  kubectl-trainjob wait llama --for=Complete          # its pods run for 10 s
+  kubectl-trainjob status llama
+
+  # A job that does not fit: 16 GPUs per node, the nodes have 8.
   kubectl-trainjob create too-big --runtime torch-distributed --nodes 2 --gpus-per-node 16
   kubectl-trainjob status too-big                     # its pods cannot be scheduled, and the scheduler says why
   kubectl-trainjob delete too-big

@@ -10,7 +10,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
@@ -46,10 +45,7 @@ func TestReferenceExamples(t *testing.T) {
 				if err := suite.client.Create(t.Context(), sa); err != nil {
 					t.Fatal(err)
 				}
-				patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"node-type":"training"}}}`))
-				if err := suite.client.Patch(t.Context(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: trainingNode}}, patch); err != nil {
-					t.Fatal(err)
-				}
+				labelNode(t, trainingNode, "node-type", "training")
 			},
 			check: func(t *testing.T, ns string, pods []corev1.Pod) {
 				nodes := podsOf(pods, "node")

@@ -80,8 +80,16 @@ func TestTrainerPodFails(t *testing.T) {
 	}
 }
 
-// unschedulableMessage is what the scheduler says of a pod that asks for more GPUs than a node has.
-var unschedulableMessage = regexp.MustCompile(`0/6 nodes[^\n]*nvidia\.com/gpu`)
+// tooManyGPUsMessage is what the scheduler says of a pod that asks for more GPUs than any node has, and
+// tolerates the GPU nodes' taint: every node lacks GPUs.
+func tooManyGPUsMessage(t *testing.T) *regexp.Regexp {
+	t.Helper()
+	nodes, err := readNodes(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return regexp.MustCompile(fmt.Sprintf(`0/%[1]d nodes are available: %[1]d Insufficient nvidia\.com/gpu`, len(nodes)))
+}
 
 // TestDoesNotFitStaysPending: 16 GPUs per node fit no node; the TrainJob's pods stay Pending, `kubectl
 // trainjob status` says why in the scheduler's words, and `kubectl trainjob delete` removes it with every
@@ -89,6 +97,7 @@ var unschedulableMessage = regexp.MustCompile(`0/6 nodes[^\n]*nvidia\.com/gpu`)
 func TestDoesNotFitStaysPending(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t)
+	unschedulableMessage := tooManyGPUsMessage(t)
 	mustKubectlTrainJob(t, "create", "-n", ns, "-f", testdata("too-big.yaml"))
 
 	eventually(t, "the trainer pods Unschedulable", runTimeout, func(ctx context.Context) error {

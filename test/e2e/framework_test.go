@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -19,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -48,6 +50,43 @@ func useGPUs(t *testing.T) {
 	t.Helper()
 	gpus.Lock()
 	t.Cleanup(gpus.Unlock)
+}
+
+// nodeLabels keeps the tests that read the nodes from seeing a label that another test puts on a node for its
+// own pods (reference example 02 selects node-type=training): labelNode holds it for writing until its test has
+// removed the label again, readNodes for reading.
+var nodeLabels sync.RWMutex
+
+// labelNode sets a label on a node of the shared cluster until the test ends.
+func labelNode(t *testing.T, node, key, value string) {
+	t.Helper()
+	nodeLabels.Lock()
+	t.Cleanup(nodeLabels.Unlock)
+	patchLabel := func(ctx context.Context, value any) error {
+		data, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{key: value}}})
+		if err != nil {
+			return err
+		}
+		return suite.client.Patch(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, client.RawPatch(types.MergePatchType, data))
+	}
+	if err := patchLabel(t.Context(), value); err != nil {
+		t.Fatal(err)
+	}
+	// Registered after the unlock, so it runs before it: no reader sees the label.
+	t.Cleanup(func() {
+		if err := patchLabel(context.Background(), nil); err != nil {
+			t.Errorf("remove label %s from node %s: %v", key, node, err)
+		}
+	})
+}
+
+// readNodes lists the nodes of the cluster, as no other test has labelled them.
+func readNodes(ctx context.Context) ([]corev1.Node, error) {
+	nodeLabels.RLock()
+	defer nodeLabels.RUnlock()
+	var nodes corev1.NodeList
+	err := suite.client.List(ctx, &nodes)
+	return nodes.Items, err
 }
 
 // newNamespace creates a namespace for the test, deleted when it ends; if the test fails, what the
