@@ -39,7 +39,13 @@ func addCertRotation(mgr manager.Manager, cfg *config.Configuration, ready chan 
 	cm := cfg.CertManagement
 	secret := types.NamespacedName{Namespace: cfg.Namespace, Name: cm.WebhookSecretName}
 	dnsName := fmt.Sprintf("%s.%s.svc", cm.WebhookServiceName, cfg.Namespace)
-	err := rotator.AddRotator(mgr, &rotator.CertRotator{
+	// Rotation reads only its own Secret and webhook configurations: the Role and ClusterRole name them.
+	rotating := listedByName(mgr, namedCollections{
+		"/namespaces/" + secret.Namespace + "/secrets": secret.Name,
+		"/validatingwebhookconfigurations":             webhook.ValidatingConfigurationName,
+		"/mutatingwebhookconfigurations":               webhook.MutatingConfigurationName,
+	})
+	err := rotator.AddRotator(rotating, &rotator.CertRotator{
 		SecretKey:      secret,
 		CertDir:        cfg.Webhook.CertDir,
 		CAName:         caName,

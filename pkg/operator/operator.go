@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
@@ -86,6 +87,10 @@ func New(ctx context.Context, opts Options) (*Operator, error) {
 		Metrics: metricsserver.Options{
 			BindAddress:   cfg.Metrics.BindAddress,
 			SecureServing: ptr.Deref(cfg.Metrics.SecureServing, true),
+			// Only who the API server says may get /metrics reads it
+			// (ClusterRole kubectl-trainjob-metrics-reader): a bearer token,
+			// reviewed with a TokenReview and a SubjectAccessReview.
+			FilterProvider: filters.WithAuthenticationAndAuthorization,
 			// Served uncompressed: the gzip writers promhttp pools between
 			// scrapes held 1.5 MiB of a 20 MiB heap (make bench), to spare
 			// a scraper ~100 KiB per scrape.

@@ -40,8 +40,10 @@ const example = `  # Install the operator into kubectl-trainjob-system and wait 
   kubectl trainjob install -o yaml
   kubectl trainjob install --dry-run=server
 
-  # Remove the operator; --yes deletes the CRDs even while TrainJobs exist (they go with them)
+  # Remove the operator and its CRDs: it lists the TrainJobs and runtimes that would go with them and asks first
   kubectl trainjob install --uninstall
+
+  # Remove the operator, keep the CRDs, every TrainJob and every runtime a user created or changed
   kubectl trainjob install --uninstall --keep-crds`
 
 // Options are the flags of install.
@@ -107,9 +109,11 @@ cluster has one operator. A namespace that exists already is used as it is and n
 --image replaces the operator's image (default: the release of this binary's version).
 
 --uninstall deletes every object install applies, in reverse order, CRDs last. Deleting the
-CRDs deletes every TrainJob and TrainingRuntime in the cluster (and the JobSets and pods of the
-TrainJobs): when there are any it asks first, or needs --yes; --keep-crds keeps the CRDs and all
-TrainJobs and runtimes.
+CRDs deletes every TrainJob, TrainingRuntime and ClusterTrainingRuntime in the cluster (and the
+JobSets and pods of the TrainJobs): when there are any besides the shipped runtimes as install
+applied them, it lists them all and asks first, or needs --yes. --keep-crds keeps the CRDs, all
+TrainJobs and TrainingRuntimes, and each shipped ClusterTrainingRuntime changed in the cluster
+(another field manager than kubectl-trainjob owns a field of it).
 
 --wait-for-webhook=false skips the webhook check, for clusters whose API server cannot reach
 pods (simulated clusters); --wait=false returns once everything is applied.`,
@@ -131,8 +135,8 @@ pods (simulated clusters); --wait=false returns once everything is applied.`,
 	fl.Lookup("dry-run").NoOptDefVal = "client"
 	fl.StringVarP(&o.Output, "output", "o", o.Output, "Print the manifests as yaml or json instead of applying them (with --dry-run=server: what the server returns)")
 	fl.BoolVar(&o.Uninstall, "uninstall", o.Uninstall, "Delete everything install applies")
-	fl.BoolVarP(&o.Yes, "yes", "y", o.Yes, "With --uninstall: delete the CRDs without asking even when TrainJobs or TrainingRuntimes exist")
-	fl.BoolVar(&o.KeepCRDs, "keep-crds", o.KeepCRDs, "With --uninstall: keep the CRDs, and with them every TrainJob and runtime")
+	fl.BoolVarP(&o.Yes, "yes", "y", o.Yes, "With --uninstall: delete the CRDs without asking even when TrainJobs or runtimes would go with them")
+	fl.BoolVar(&o.KeepCRDs, "keep-crds", o.KeepCRDs, "With --uninstall: keep the CRDs, every TrainJob and TrainingRuntime, and the ClusterTrainingRuntimes changed in the cluster")
 	fl.BoolVar(&o.Wait, "wait", o.Wait, "Wait until the operator is ready (with --uninstall: until everything is gone)")
 	fl.BoolVar(&o.WaitForWebhook, "wait-for-webhook", o.WaitForWebhook, "With --wait: also wait until the webhook admits a dry-run TrainJob")
 	fl.DurationVar(&o.Timeout, "timeout", o.Timeout, "How long to wait (exit code 3 when it runs out)")

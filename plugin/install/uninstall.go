@@ -3,8 +3,11 @@ package install
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"slices"
 	"strings"
 
@@ -41,8 +44,12 @@ func (o *Options) uninstall(ctx context.Context) error {
 		}
 		return nil
 	}
+	found, err := o.survey(ctx)
+	if err != nil {
+		return err
+	}
 	if !o.KeepCRDs && !o.Yes && o.DryRun == "none" {
-		if err := o.confirmCRDDeletion(ctx); err != nil {
+		if err := o.confirmCRDDeletion(found); err != nil {
 			return err
 		}
 	}
@@ -64,6 +71,17 @@ func (o *Options) uninstall(ctx context.Context) error {
 				continue
 			}
 		}
+		opts := metav1.DeleteOptions{PropagationPolicy: &background, DryRun: dryRun}
+		if o.KeepCRDs && isClusterRuntime(u) {
+			if by, changed := found.changedShipped[u.GetName()]; changed {
+				fmt.Fprintf(o.Streams.Out, "%s kept: changed in this cluster (by %s)\n", ref(u), strings.Join(by, ", "))
+				continue
+			}
+			// Only as it was read: a change made since keeps it too.
+			if rv, ok := found.unchangedShipped[u.GetName()]; ok {
+				opts.Preconditions = &metav1.Preconditions{ResourceVersion: &rv}
+			}
+		}
 		res, err := o.clients.resource(u)
 		if meta.IsNoMatchError(err) { // its CRD is gone, and it with it
 			absent++
@@ -72,9 +90,13 @@ func (o *Options) uninstall(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", ref(u), err)
 		}
-		err = res.Delete(ctx, u.GetName(), metav1.DeleteOptions{PropagationPolicy: &background, DryRun: dryRun})
+		err = res.Delete(ctx, u.GetName(), opts)
 		if apierrors.IsNotFound(err) {
 			absent++
+			continue
+		}
+		if apierrors.IsConflict(err) && opts.Preconditions != nil {
+			fmt.Fprintf(o.Streams.Out, "%s kept: changed in this cluster while uninstalling\n", ref(u))
 			continue
 		}
 		if err != nil {
@@ -127,33 +149,158 @@ func (o *Options) waitGone(ctx context.Context, objs []*unstructured.Unstructure
 	})
 }
 
-// confirmCRDDeletion asks before the CRDs go when TrainJobs or TrainingRuntimes exist: the API server
-// deletes every object of a CRD with it, and the garbage collector then the TrainJobs' JobSets and pods.
-func (o *Options) confirmCRDDeletion(ctx context.Context) error {
-	jobs, jobNamespaces, err := o.count(ctx, trainJobGVR)
-	if err != nil {
-		return err
+// userData is what lives in the operator's CRDs that install did not put there as it is, and goes with the
+// CRDs: every TrainJob and TrainingRuntime, and each ClusterTrainingRuntime created in the cluster or changed
+// there since install applied it.
+type userData struct {
+	trainJobs        int
+	trainJobsIn      map[string][]string // namespace → names, sorted
+	trainingRuntimes []string            // namespace/name, sorted
+	clusterRuntimes  []string            // name (what it is), sorted
+	// changedShipped are the shipped ClusterTrainingRuntimes that another field manager than install's
+	// changed, with those managers; unchangedShipped the others, with the resourceVersion read.
+	changedShipped   map[string][]string
+	unchangedShipped map[string]string
+}
+
+func (d *userData) empty() bool {
+	return d.trainJobs == 0 && len(d.trainingRuntimes) == 0 && len(d.clusterRuntimes) == 0
+}
+
+// summary counts what d holds: "3 TrainJobs, 1 TrainingRuntime and 2 ClusterTrainingRuntimes".
+func (d *userData) summary() string {
+	var parts []string
+	for _, p := range []struct {
+		n    int
+		noun string
+	}{{d.trainJobs, "TrainJob"}, {len(d.trainingRuntimes), "TrainingRuntime"}, {len(d.clusterRuntimes), "ClusterTrainingRuntime"}} {
+		if p.n > 0 {
+			parts = append(parts, plural(p.n, p.noun))
+		}
 	}
-	runtimes, _, err := o.count(ctx, trainJobGVR.GroupVersion().WithResource("trainingruntimes"))
-	if err != nil {
-		return err
+	if len(parts) < 2 {
+		return strings.Join(parts, "")
 	}
-	if jobs == 0 && runtimes == 0 {
+	return strings.Join(parts[:len(parts)-1], ", ") + " and " + parts[len(parts)-1]
+}
+
+// list writes every object d holds, by kind.
+func (d *userData) list(w io.Writer) {
+	if d.trainJobs > 0 {
+		namespaces := slices.Sorted(maps.Keys(d.trainJobsIn))
+		fmt.Fprintf(w, "  %s in %s (their JobSets and pods go with them):\n", plural(d.trainJobs, "TrainJob"), plural(len(namespaces), "namespace"))
+		for _, ns := range namespaces {
+			fmt.Fprintf(w, "    %s: %s\n", ns, strings.Join(d.trainJobsIn[ns], ", "))
+		}
+	}
+	if n := len(d.trainingRuntimes); n > 0 {
+		fmt.Fprintf(w, "  %s:\n", plural(n, "TrainingRuntime"))
+		for _, r := range d.trainingRuntimes {
+			fmt.Fprintf(w, "    %s\n", r)
+		}
+	}
+	if n := len(d.clusterRuntimes); n > 0 {
+		fmt.Fprintf(w, "  %s created or changed in this cluster:\n", plural(n, "ClusterTrainingRuntime"))
+		for _, r := range d.clusterRuntimes {
+			fmt.Fprintf(w, "    %s\n", r)
+		}
+	}
+}
+
+// survey reads what the CRDs hold (metadata only). A resource the cluster does not serve holds nothing.
+func (o *Options) survey(ctx context.Context) (*userData, error) {
+	d := &userData{trainJobsIn: map[string][]string{}, changedShipped: map[string][]string{}, unchangedShipped: map[string]string{}}
+	err := o.each(ctx, trainJobGVR, func(item *metav1.PartialObjectMetadata) {
+		d.trainJobs++
+		d.trainJobsIn[item.Namespace] = append(d.trainJobsIn[item.Namespace], item.Name)
+	})
+	if err != nil {
+		return nil, err
+	}
+	err = o.each(ctx, trainJobGVR.GroupVersion().WithResource("trainingruntimes"), func(item *metav1.PartialObjectMetadata) {
+		d.trainingRuntimes = append(d.trainingRuntimes, item.Namespace+"/"+item.Name)
+	})
+	if err != nil {
+		return nil, err
+	}
+	shipped := map[string]bool{}
+	for _, u := range o.Objects {
+		if isClusterRuntime(u) {
+			shipped[u.GetName()] = true
+		}
+	}
+	err = o.each(ctx, trainJobGVR.GroupVersion().WithResource("clustertrainingruntimes"), func(item *metav1.PartialObjectMetadata) {
+		if !shipped[item.Name] {
+			d.clusterRuntimes = append(d.clusterRuntimes, item.Name+" (created here)")
+			return
+		}
+		by := changedBy(item.ManagedFields)
+		if len(by) == 0 {
+			d.unchangedShipped[item.Name] = item.ResourceVersion
+			return
+		}
+		d.changedShipped[item.Name] = by
+		d.clusterRuntimes = append(d.clusterRuntimes, fmt.Sprintf("%s (shipped, changed by %s)", item.Name, strings.Join(by, ", ")))
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, names := range d.trainJobsIn {
+		slices.Sort(names)
+	}
+	slices.Sort(d.trainingRuntimes)
+	slices.Sort(d.clusterRuntimes)
+	return d, nil
+}
+
+// changedBy are the field managers other than install's that own a field of an object install applied —
+// someone changed it (kubectl edit, label, apply) — sorted. Taking the legacy finalizer off a runtime, as the
+// operator does, is no change.
+func changedBy(entries []metav1.ManagedFieldsEntry) []string {
+	var by []string
+	for _, e := range entries {
+		if e.Manager == FieldManager || slices.Contains(by, e.Manager) || onlyFinalizers(e.FieldsV1) {
+			continue
+		}
+		by = append(by, e.Manager)
+	}
+	slices.Sort(by)
+	return by
+}
+
+// onlyFinalizers tells whether a managed fields set holds nothing but metadata.finalizers.
+func onlyFinalizers(f *metav1.FieldsV1) bool {
+	if f == nil {
+		return true
+	}
+	var set map[string]any
+	if err := json.Unmarshal(f.Raw, &set); err != nil {
+		return false
+	}
+	metadata, _ := set["f:metadata"].(map[string]any)
+	delete(metadata, "f:finalizers")
+	if len(metadata) == 0 {
+		delete(set, "f:metadata")
+	}
+	return len(set) == 0
+}
+
+func isClusterRuntime(u *unstructured.Unstructured) bool {
+	return u.GetKind() == "ClusterTrainingRuntime" && u.GroupVersionKind().Group == trainJobGVR.Group
+}
+
+// confirmCRDDeletion lists what the CRDs hold and asks before they go: the API server deletes every object of
+// a CRD with it, and the garbage collector then the TrainJobs' JobSets and pods.
+func (o *Options) confirmCRDDeletion(found *userData) error {
+	if found.empty() {
 		return nil
 	}
-	var what []string
-	if jobs > 0 {
-		what = append(what, fmt.Sprintf("%s in %s (%s) with their JobSets and pods",
-			plural(jobs, "TrainJob"), plural(len(jobNamespaces), "namespace"), strings.Join(jobNamespaces, ", ")))
-	}
-	if runtimes > 0 {
-		what = append(what, plural(runtimes, "TrainingRuntime"))
-	}
-	lost := strings.Join(what, ", and ")
+	fmt.Fprintln(o.Streams.Out, "Deleting the CRDs deletes:")
+	found.list(o.Streams.Out)
 	if !o.StdinIsTerminal() {
-		return fmt.Errorf("refusing to delete the CRDs without confirmation: that deletes %s, and standard input is not a terminal; pass --yes to delete them, or --keep-crds to keep the CRDs and all of it", lost)
+		return fmt.Errorf("refusing to delete the CRDs without confirmation: that deletes %s, and standard input is not a terminal; pass --yes to delete them, or --keep-crds to keep the CRDs and all of it", found.summary())
 	}
-	fmt.Fprintf(o.Streams.Out, "Deleting the CRDs deletes %s.\nDelete them? [y/N]: ", lost)
+	fmt.Fprint(o.Streams.Out, "Delete the CRDs and all of the above? [y/N]: ")
 	answer, err := bufio.NewReader(o.Streams.In).ReadString('\n')
 	if err != nil && answer == "" {
 		fmt.Fprintln(o.Streams.Out)
@@ -166,33 +313,26 @@ func (o *Options) confirmCRDDeletion(ctx context.Context) error {
 	return errors.New("nothing deleted (pass --keep-crds to remove the operator but keep the CRDs, TrainJobs and runtimes)")
 }
 
-// count is how many objects of gvr exist in the cluster, and in which namespaces (sorted). A resource the
-// cluster does not serve has none.
-func (o *Options) count(ctx context.Context, gvr schema.GroupVersionResource) (int, []string, error) {
-	n := 0
-	var namespaces []string
+// each calls f with every object of gvr in the cluster (metadata only). A resource the cluster does not
+// serve has none.
+func (o *Options) each(ctx context.Context, gvr schema.GroupVersionResource, f func(*metav1.PartialObjectMetadata)) error {
 	opts := metav1.ListOptions{Limit: 500}
 	for {
 		list, err := o.clients.metadata.Resource(gvr).List(ctx, opts)
 		if apierrors.IsNotFound(err) {
-			return 0, nil, nil
+			return nil
 		}
 		if err != nil {
-			return 0, nil, fmt.Errorf("list %s: %w", gvr.Resource, err)
+			return fmt.Errorf("list %s: %w", gvr.Resource, err)
 		}
-		for _, item := range list.Items {
-			n++
-			if !slices.Contains(namespaces, item.Namespace) {
-				namespaces = append(namespaces, item.Namespace)
-			}
+		for i := range list.Items {
+			f(&list.Items[i])
 		}
 		if list.Continue == "" {
-			break
+			return nil
 		}
 		opts.Continue = list.Continue
 	}
-	slices.Sort(namespaces)
-	return n, namespaces, nil
 }
 
 func plural(n int, noun string) string {

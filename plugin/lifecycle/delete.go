@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
@@ -28,17 +29,21 @@ import (
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/printers"
 )
 
-const deleteExample = `  # Delete a TrainJob and everything it owns, after a prompt that lists them
+const deleteExample = `  # List what llama-ft owns, ask, then delete it and wait until it is gone (its children go in the background)
   kubectl trainjob delete llama-ft
 
-  # Delete every finished TrainJob of a team without a prompt
+  # Delete every TrainJob labelled team=nlp, whatever its stage, without asking
   kubectl trainjob delete -l team=nlp -y
 
-  # Wait until the pods are gone too
+  # Delete llama-ft's JobSet, Jobs and pods first and the TrainJob last, and wait until all are gone
   kubectl trainjob delete llama-ft -y --cascade=foreground`
 
 // pollInterval is how often --wait looks whether the TrainJobs are gone.
 const pollInterval = 250 * time.Millisecond
+
+// maxTransientErrors is how many reads in a row --wait lets fail with an error that may pass (a timeout, an
+// overloaded or restarting API server) before it gives up; any other error ends it at once.
+const maxTransientErrors = 5
 
 // DeleteOptions are the flags and resolved inputs of `delete`.
 type DeleteOptions struct {
@@ -168,9 +173,13 @@ func (o *DeleteOptions) Run(ctx context.Context) error {
 	}
 	var deleted []trainer.TrainJob
 	for _, tj := range targets {
-		err := o.Client.Delete(ctx, &tj, client.PropagationPolicy(o.propagation))
+		// Only the TrainJob that was listed (and confirmed): one created since under the same name has another UID.
+		err := o.Client.Delete(ctx, &tj, client.PropagationPolicy(o.propagation), client.Preconditions{UID: &tj.UID})
 		switch {
 		case apierrors.IsNotFound(err) && o.IgnoreNotFound:
+		case apierrors.IsConflict(err):
+			errs = append(errs, fmt.Errorf("%s %q not deleted: it was deleted and created again since it was listed (listed uid %s); run the command again to delete the new one",
+				list.Resource, tj.Name, tj.UID))
 		case err != nil:
 			errs = append(errs, list.DescribeError(err, o.Namespace, tj.Name))
 		default:
@@ -313,7 +322,8 @@ func count(n int, noun string) string {
 	return fmt.Sprintf("%d %ss", n, noun)
 }
 
-// waitGone waits until every deleted TrainJob has disappeared.
+// waitGone waits until every deleted TrainJob has disappeared: its name is free, or taken by another TrainJob
+// (another UID). It gives up on an error that does not pass.
 func (o *DeleteOptions) waitGone(ctx context.Context, deleted []trainer.TrainJob) error {
 	if o.Timeout > 0 {
 		var cancel context.CancelFunc
@@ -321,10 +331,19 @@ func (o *DeleteOptions) waitGone(ctx context.Context, deleted []trainer.TrainJob
 		defer cancel()
 	}
 	for _, tj := range deleted {
+		failures := 0
 		for {
-			err := o.Client.Get(ctx, client.ObjectKeyFromObject(&tj), &trainer.TrainJob{})
-			if apierrors.IsNotFound(err) {
+			got := &trainer.TrainJob{}
+			err := o.Client.Get(ctx, client.ObjectKeyFromObject(&tj), got)
+			if apierrors.IsNotFound(err) || (err == nil && got.UID != tj.UID) {
 				break
+			}
+			if err != nil && ctx.Err() == nil {
+				if failures++; !transient(err) || failures >= maxTransientErrors {
+					return fmt.Errorf("gave up waiting for %s %q to be gone: %w", list.Resource, tj.Name, list.DescribeError(err, o.Namespace, tj.Name))
+				}
+			} else {
+				failures = 0
 			}
 			select {
 			case <-ctx.Done():
@@ -338,4 +357,12 @@ func (o *DeleteOptions) waitGone(ctx context.Context, deleted []trainer.TrainJob
 		}
 	}
 	return nil
+}
+
+// transient tells an error that may pass by itself (the API server slow, overloaded or restarting) from one
+// that will not (forbidden, unauthorized, a bad request).
+func transient(err error) bool {
+	return apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) || apierrors.IsTooManyRequests(err) ||
+		apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err) || utilnet.IsConnectionRefused(err) ||
+		utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err)
 }

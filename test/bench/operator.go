@@ -34,7 +34,8 @@ func scrape(ctx context.Context, op *stack.Operator) (operatorMetrics, error) {
 	if op.Config.Metrics.SecureServing != nil && !*op.Config.Metrics.SecureServing {
 		scheme = "http"
 	}
-	body, err := get(ctx, scheme+"://"+addr+"/metrics")
+	// Only who may get /metrics reads it: the stack's token of ClusterRole kubectl-trainjob-metrics-reader.
+	body, err := getWith(ctx, insecureClient, scheme+"://"+addr+"/metrics", "Authorization", "Bearer "+op.MetricsToken)
 	if err != nil {
 		return nil, err
 	}
@@ -47,11 +48,14 @@ var insecureClient = &http.Client{Transport: &http.Transport{TLSClientConfig: &t
 
 func get(ctx context.Context, url string) ([]byte, error) { return getWith(ctx, insecureClient, url) }
 
-// getWith GETs url with client hc and returns the body of a 200 answer.
-func getWith(ctx context.Context, hc *http.Client, url string) ([]byte, error) {
+// getWith GETs url with client hc and the given header names and values, and returns the body of a 200 answer.
+func getWith(ctx context.Context, hc *http.Client, url string, header ...string) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
 	}
 	resp, err := hc.Do(req)
 	if err != nil {

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -33,13 +32,11 @@ import (
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/config"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/webhook"
+	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 )
 
 // operatorContainer is the name of the Deployment's container that runs the operator.
 const operatorContainer = "operator"
-
-// tokenLifetime is how long the operator's ServiceAccount token is valid: longer than any demo session.
-const tokenLifetime = 7 * 24 * time.Hour
 
 // operatorStopTimeout is how long the operator may take to exit after SIGTERM; the Deployment's
 // terminationGracePeriodSeconds when it sets one.
@@ -53,6 +50,8 @@ type Operator struct {
 	Config *config.Configuration
 	// LogPath is the file its standard output and error go to.
 	LogPath string
+	// MetricsToken is a bearer token that may scrape its /metrics (ClusterRole kubectl-trainjob-metrics-reader).
+	MetricsToken string
 
 	env         []string
 	cmd         *exec.Cmd
@@ -220,15 +219,13 @@ func ServiceAccountKubeconfig(ctx context.Context, cfg *rest.Config, namespace, 
 	if err != nil {
 		return err
 	}
-	tr, err := cs.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(tokenLifetime.Seconds()))},
-	}, metav1.CreateOptions{})
+	token, err := cluster.ServiceAccountToken(ctx, cs, namespace, name)
 	if err != nil {
-		return fmt.Errorf("token of ServiceAccount %s/%s: %w", namespace, name, err)
+		return err
 	}
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["local"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
+	kc.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: token}
 	kc.Contexts[name] = &clientcmdapi.Context{Cluster: "local", AuthInfo: name, Namespace: namespace}
 	kc.CurrentContext = name
 	return clientcmd.WriteToFile(*kc, path)
@@ -263,7 +260,7 @@ func startOperator(binary string, pod *deploymentPod, lp *localPod, kubeconfig, 
 // rerun starts a stopped operator's command line again, as a new Operator whose output is appended to the
 // same log.
 func (o *Operator) rerun() (*Operator, error) {
-	again := &Operator{Args: o.Args, Config: o.Config, LogPath: o.LogPath, env: o.env, stopTimeout: o.stopTimeout}
+	again := &Operator{Args: o.Args, Config: o.Config, LogPath: o.LogPath, MetricsToken: o.MetricsToken, env: o.env, stopTimeout: o.stopTimeout}
 	return again, again.run(os.O_APPEND)
 }
 

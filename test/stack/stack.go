@@ -129,6 +129,9 @@ func Up(ctx context.Context, c *cluster.Cluster, opts Options) (s *Stack, err er
 		return s, err
 	}
 	logf("operator started: %v", s.Operator.Args)
+	if s.Operator.MetricsToken, err = c.MetricsReaderToken(ctx); err != nil {
+		return s, err
+	}
 	if err := s.waitOperator(ctx); err != nil {
 		return s, err
 	}

@@ -10,6 +10,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"io"
 	"maps"
 	"path/filepath"
 	"regexp"
@@ -174,8 +175,14 @@ func Start(t *testing.T, stdin string, adders []plugin.CommandAdder, args ...str
 // StartWith is Start with the factory f, as main makes it or with a hook on its REST config.
 func StartWith(t *testing.T, f *cmdutil.Factory, stdin string, adders []plugin.CommandAdder, args ...string) *Started {
 	t.Helper()
+	return StartReading(t, f, strings.NewReader(stdin), adders, args...)
+}
+
+// StartReading is StartWith whose command reads stdin as the test writes it (a prompt answered later).
+func StartReading(t *testing.T, f *cmdutil.Factory, stdin io.Reader, adders []plugin.CommandAdder, args ...string) *Started {
+	t.Helper()
 	s := &Started{args: args, out: &syncBuffer{}, errOut: &syncBuffer{}, done: make(chan Result, 1)}
-	streams := cmdutil.Streams{In: strings.NewReader(stdin), Out: s.out, ErrOut: s.errOut}
+	streams := cmdutil.Streams{In: stdin, Out: s.out, ErrOut: s.errOut}
 	root := plugin.NewRootCommand(f, streams, adders...)
 	root.SetArgs(args)
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)

@@ -131,7 +131,7 @@ func TestInstallUninstall(t *testing.T) {
 		run(t, "", false, append(kube, "install", "--uninstall", "-n", operatorNamespace)...).
 			expect(t, 1, "error: refusing to delete the CRDs without confirmation: that deletes 1 TrainingRuntime, and standard input is not a terminal")
 		run(t, "n\n", true, append(kube, "install", "--uninstall", "-n", operatorNamespace)...).
-			expect(t, 1, "Deleting the CRDs deletes 1 TrainingRuntime.\nDelete them? [y/N]: ", "error: nothing deleted")
+			expect(t, 1, "Deleting the CRDs deletes:\n  1 TrainingRuntime:\n    team-a/team-torch\nDelete the CRDs and all of the above? [y/N]: ", "error: nothing deleted")
 		for _, u := range want {
 			if !api.exists(t, u) {
 				t.Errorf("%s was deleted though the answer was no", ref(u))

@@ -128,6 +128,7 @@ func TestDeploy(t *testing.T) {
 			return optest.Absent(ctx, env.Client, client.ObjectKeyFromObject(tj), &jobsetv1alpha2.JobSet{})
 		})
 	})
+	t.Run("metrics need authorization", func(t *testing.T) { metricsNeedAuthorization(t, op, ns) })
 	t.Run("legacy runtime finalizer", func(t *testing.T) {
 		rt := &trainer.TrainingRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "legacy", Finalizers: []string{trainer.ResourceInUseFinalizer}}}
 		rt.Spec.MLPolicy = &trainer.MLPolicy{NumNodes: ptr.To[int32](1)}

@@ -83,6 +83,9 @@ func Main(m *testing.M, setup func(ctx context.Context, env *Env) error) int {
 	}
 	fmt.Fprintf(os.Stderr, "API server started in %v; logs in %s\n", time.Since(begin).Round(time.Millisecond), logDir)
 	cl, err := client.New(c.Config, client.Options{Scheme: scheme.New()})
+	if err == nil {
+		metricsToken, err = c.MetricsReaderToken(ctx)
+	}
 	code := 1
 	if err == nil {
 		env := &Env{Cluster: c, Client: cl, Clientset: c.Clientset(), LogDir: logDir}
@@ -105,6 +108,9 @@ func Main(m *testing.M, setup func(ctx context.Context, env *Env) error) int {
 	}
 	return code
 }
+
+// metricsToken is a bearer token that may scrape the operators' /metrics.
+var metricsToken string
 
 var loggerOnce sync.Once
 

@@ -160,6 +160,8 @@ func (o *Operator) scrape(ctx context.Context, acceptEncoding string) (body, enc
 	if err != nil {
 		return "", "", err
 	}
+	// Only who may get /metrics reads it (ClusterRole kubectl-trainjob-metrics-reader).
+	req.Header.Set("Authorization", "Bearer "+metricsToken)
 	if acceptEncoding != "" {
 		// Set by hand, the transport leaves the response as the server encoded it.
 		req.Header.Set("Accept-Encoding", acceptEncoding)
