@@ -149,22 +149,72 @@ func writesBetween(before, after map[request]int) writes {
 	return w
 }
 
-// settledWrites waits until the operator has made no request in ns for
-// optest.ConsistentlyFor, and returns its writes there since before.
+// settledWrites waits until the operator has processed everything that
+// happened in ns (settle), and returns its writes there since before.
 func settledWrites(t *testing.T, ns string, before map[request]int) writes {
 	t.Helper()
-	last, since := requests.of(ns), time.Now()
-	optest.Eventually(t, "the operator is done in the namespace", func(context.Context) error {
-		now := requests.of(ns)
-		if !maps.Equal(now, last) {
-			last, since = now, time.Now()
+	settle(t, ns)
+	return writesBetween(before, requests.of(ns))
+}
+
+// settle waits until the operator has processed everything that happened in
+// ns: its cache holds every TrainJob and JobSet of ns at the version the API
+// server holds (their events have reached the TrainJob controller), then
+// that controller is settled (they have been reconciled to the end). When
+// those reconciles wrote, it goes round again.
+func settle(t *testing.T, ns string) {
+	t.Helper()
+	deadline := time.Now().Add(optest.Timeout)
+	for {
+		live, err := versionsIn(t.Context(), env.Client, ns)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if quiet := time.Since(since); quiet < optest.ConsistentlyFor {
-			return fmt.Errorf("last request %v ago", quiet.Round(time.Millisecond))
+		optest.Eventually(t, "the operator's cache holds namespace "+ns+" as the API server does", func(ctx context.Context) error {
+			cached, err := versionsIn(ctx, op.Cache(), ns)
+			if err != nil {
+				return err
+			}
+			if diff := cmp.Diff(live, cached); diff != "" {
+				return fmt.Errorf("resourceVersions (-API server +cache):\n%s", diff)
+			}
+			return nil
+		})
+		optest.Settled(t)
+		after, err := versionsIn(t.Context(), env.Client, ns)
+		if err != nil {
+			t.Fatal(err)
 		}
-		return nil
-	})
-	return writesBetween(before, last)
+		if maps.Equal(live, after) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the operator keeps writing in namespace %s after %v: resourceVersions %v, then %v", ns, optest.Timeout, live, after)
+		}
+	}
+}
+
+// versionsIn are the resourceVersions of the TrainJobs and JobSets of ns,
+// keyed by kind and name: the objects whose changes the TrainJob controller
+// reconciles here (it takes no other child's event but a snapshot's
+// deletion).
+func versionsIn(ctx context.Context, c client.Reader, ns string) (map[string]string, error) {
+	versions := map[string]string{}
+	var trainJobs trainer.TrainJobList
+	if err := c.List(ctx, &trainJobs, client.InNamespace(ns)); err != nil {
+		return nil, err
+	}
+	for _, tj := range trainJobs.Items {
+		versions["TrainJob "+tj.Name] = tj.ResourceVersion
+	}
+	var jobSets jobsetv1alpha2.JobSetList
+	if err := c.List(ctx, &jobSets, client.InNamespace(ns)); err != nil {
+		return nil, err
+	}
+	for _, js := range jobSets.Items {
+		versions["JobSet "+js.Name] = js.ResourceVersion
+	}
+	return versions, nil
 }
 
 func wantWrites(t *testing.T, what string, got writes, objects, events map[string]int) {

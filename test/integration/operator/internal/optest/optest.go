@@ -124,8 +124,11 @@ func setLogger(path string) error {
 	return err
 }
 
-// Registry is the plugin registry the operator runs with.
-func Registry() pipeline.Registry { return plugins.NewRegistry() }
+// Registry is the plugin registry the operator runs with, and last the
+// probe that records what the Build phase ran on (Builds).
+func Registry() pipeline.Registry {
+	return append(plugins.NewRegistry(), pipeline.RegistryEntry{Name: ProbeName, Factory: newProbe})
+}
 
 // NewConfig is the configuration of an in-process operator (see InProcess).
 func NewConfig(dir string) (*config.Configuration, error) {
