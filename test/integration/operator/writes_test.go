@@ -17,7 +17,6 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/controller"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/integration/operator/internal/optest"
 )
 
@@ -228,47 +227,18 @@ func wantWrites(t *testing.T, what string, got writes, objects, events map[strin
 	}
 }
 
-// trainJobReconciles is how many TrainJob reconciles the operator has run
-// (in every namespace).
-func trainJobReconciles(t *testing.T) float64 {
-	t.Helper()
-	families, err := scrape(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	total := 0.0
-	for _, m := range families["controller_runtime_reconcile_total"].GetMetric() {
-		for _, l := range m.GetLabel() {
-			if l.GetName() == "controller" && l.GetValue() == controller.TrainJobControllerName {
-				total += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return total
-}
-
-// touch changes a label of tj, which the operator does not read, and
-// waits until the operator's cache has the change: tj is reconciled again
-// with nothing to do. It fails the test if no TrainJob reconcile follows.
+// touch changes a label of tj, which the operator does not read, and waits
+// until a reconcile of tj has run the Build phase on that version (the
+// probe of optest.Builds): tj is reconciled again with nothing to do.
 func touch(t *testing.T, tj *trainer.TrainJob, value string) {
 	t.Helper()
-	reconciles := trainJobReconciles(t)
+	touched := tj.DeepCopy()
 	patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"labels":{"touched":%q}}}`, value))
-	if err := env.Client.Patch(t.Context(), tj.DeepCopy(), patch); err != nil {
+	if err := env.Client.Patch(t.Context(), touched, patch); err != nil {
 		t.Fatalf("label the TrainJob: %v", err)
 	}
-	optest.Eventually(t, "the operator's cache has the label and reconciles", func(ctx context.Context) error {
-		cached := &trainer.TrainJob{}
-		if err := optest.Get(ctx, op.Cache(), key(tj), cached); err != nil {
-			return err
-		}
-		if cached.Labels["touched"] != value {
-			return fmt.Errorf("cached labels %v", cached.Labels)
-		}
-		if trainJobReconciles(t) == reconciles {
-			return fmt.Errorf("no TrainJob reconcile since the label")
-		}
-		return nil
+	optest.Eventually(t, "a reconcile of the labelled TrainJob", func(context.Context) error {
+		return optest.BuiltVersion(key(tj), touched.ResourceVersion)
 	})
 }
 
