@@ -139,7 +139,9 @@ func TestLeaderElection(t *testing.T) {
 	if err := a.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	optest.Eventually(t, "operator B takes over", func(ctx context.Context) error {
+	le := cfgA.LeaderElection
+	takeOver := le.LeaseDuration.Duration + le.RetryPeriod.Duration + optest.Timeout
+	err = optest.Poll(t.Context(), takeOver, func(ctx context.Context) error {
 		select {
 		case <-b.Elected():
 		default:
@@ -151,6 +153,9 @@ func TestLeaderElection(t *testing.T) {
 		}
 		return err
 	})
+	if err != nil {
+		t.Fatalf("operator B takes over: %v", err)
+	}
 	t.Logf("operator B took over %v after operator A was killed (lease duration %v)", time.Since(killed).Round(100*time.Millisecond), cfgA.LeaderElection.LeaseDuration.Duration)
 	reachesJobSet(t, ns, "after")
 }

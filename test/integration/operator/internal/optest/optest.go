@@ -139,17 +139,17 @@ func NewConfig(dir string) (*config.Configuration, error) {
 // InProcess adapts a configuration to an operator running in the test
 // process: every server on 127.0.0.1 on a free port, its own certificate
 // folder below dir, a certificate also valid for "localhost" (the API
-// server reaches the webhooks by URL), short leases so that a stopped
-// leader is replaced quickly, and a fast client. It defaults and validates
-// the result.
+// server reaches the webhooks by URL), and a fast client. It defaults and
+// validates the result. The leases are the defaults, as in production: a
+// leader that cannot renew within the renew deadline stops, and with
+// short leases a machine busy with every test package at once made a
+// leader miss it. A stopped operator releases its Lease, so only a killed
+// one keeps the next waiting for the lease duration.
 func InProcess(cfg *config.Configuration, dir string) error {
 	ports, err := freePorts(4)
 	if err != nil {
 		return err
 	}
-	cfg.LeaderElection.LeaseDuration = metav1.Duration{Duration: 4 * time.Second}
-	cfg.LeaderElection.RenewDeadline = metav1.Duration{Duration: 3 * time.Second}
-	cfg.LeaderElection.RetryPeriod = metav1.Duration{Duration: 500 * time.Millisecond}
 	cfg.Metrics.BindAddress = "127.0.0.1:" + strconv.Itoa(ports[0])
 	cfg.Health.HealthProbeBindAddress = "127.0.0.1:" + strconv.Itoa(ports[1])
 	cfg.Webhook.Host, cfg.Webhook.Port = "127.0.0.1", ptr.To(int32(ports[2]))
