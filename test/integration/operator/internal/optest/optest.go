@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -146,6 +147,18 @@ func NewConfig(dir string) (*config.Configuration, error) {
 // leader miss it. A stopped operator releases its Lease, so only a killed
 // one keeps the next waiting for the lease duration.
 func InProcess(cfg *config.Configuration, dir string) error {
+	if err := pickPorts(cfg); err != nil {
+		return err
+	}
+	cfg.Webhook.CertDir = filepath.Join(dir, "certs-"+strconv.Itoa(int(*cfg.Webhook.Port)))
+	cfg.CertManagement.ExtraDNSNames = append(cfg.CertManagement.ExtraDNSNames, "localhost")
+	cfg.ClientConnection = config.ClientConnection{QPS: ptr.To[float32](200), Burst: ptr.To[int32](400)}
+	cfg.Default()
+	return cfg.Validate()
+}
+
+// pickPorts gives every server of cfg a port free on 127.0.0.1 now.
+func pickPorts(cfg *config.Configuration) error {
 	ports, err := freePorts(4)
 	if err != nil {
 		return err
@@ -153,12 +166,8 @@ func InProcess(cfg *config.Configuration, dir string) error {
 	cfg.Metrics.BindAddress = "127.0.0.1:" + strconv.Itoa(ports[0])
 	cfg.Health.HealthProbeBindAddress = "127.0.0.1:" + strconv.Itoa(ports[1])
 	cfg.Webhook.Host, cfg.Webhook.Port = "127.0.0.1", ptr.To(int32(ports[2]))
-	cfg.Webhook.CertDir = filepath.Join(dir, "certs-"+strconv.Itoa(ports[2]))
 	cfg.StatusServer.Port = ptr.To(int32(ports[3]))
-	cfg.CertManagement.ExtraDNSNames = append(cfg.CertManagement.ExtraDNSNames, "localhost")
-	cfg.ClientConnection = config.ClientConnection{QPS: ptr.To[float32](200), Burst: ptr.To[int32](400)}
-	cfg.Default()
-	return cfg.Validate()
+	return nil
 }
 
 // freePorts asks the kernel for n ports free on 127.0.0.1 now.
@@ -196,8 +205,26 @@ var (
 )
 
 // StartOperator starts an operator that talks to the API server as
-// restConfig says, and returns without waiting for it to be ready.
+// restConfig says, and returns once it is ready, or has not stopped within
+// Timeout. Its ports were free when InProcess picked them, but another
+// process (go test runs packages side by side) may have taken one since:
+// the operator then stops at once, and it is started again on other ports.
 func StartOperator(ctx context.Context, restConfig *rest.Config, cfg *config.Configuration) (*Operator, error) {
+	for attempt := 1; ; attempt++ {
+		o, err := startOperator(ctx, restConfig, cfg)
+		if err == nil {
+			err = o.readyOrStopped(ctx)
+		}
+		if err == nil || attempt == 3 || !errors.Is(err, syscall.EADDRINUSE) {
+			return o, err
+		}
+		if err := pickPorts(cfg); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func startOperator(ctx context.Context, restConfig *rest.Config, cfg *config.Configuration) (*Operator, error) {
 	op, err := operator.New(ctx, operator.Options{Config: cfg, RESTConfig: restConfig, Registry: Registry()})
 	if err != nil {
 		return nil, err
@@ -213,6 +240,39 @@ func StartOperator(ctx context.Context, restConfig *rest.Config, cfg *config.Con
 	runningMu.Unlock()
 	return o, nil
 }
+
+// readyOrStopped waits until the operator is ready and serves its metrics
+// (readiness does not cover them), and returns nil, or has stopped, and
+// returns why. After Timeout it returns nil: the caller waits for what it
+// needs.
+func (o *Operator) readyOrStopped(ctx context.Context) error {
+	err := Poll(ctx, Timeout, func(ctx context.Context) error {
+		select {
+		case <-o.done:
+			return stopped{o.err}
+		default:
+		}
+		if err := o.Ready(ctx); err != nil {
+			return err
+		}
+		// Briefly: what holds a taken port may accept and never answer.
+		ctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		_, err := o.Scrape(ctx)
+		return err
+	})
+	var s stopped
+	if errors.As(err, &s) {
+		return fmt.Errorf("the operator stopped as it started: %w", s.err)
+	}
+	return nil
+}
+
+// stopped is the error of an operator that has stopped.
+type stopped struct{ err error }
+
+func (s stopped) Error() string { return fmt.Sprintf("stopped: %v", s.err) }
+func (s stopped) Unwrap() error { return s.err }
 
 // Stop stops the operator and returns what Start returned.
 func (o *Operator) Stop() error {
