@@ -1,12 +1,14 @@
 package stack
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -198,17 +200,27 @@ func (s *Stack) Down() error {
 }
 
 // Binary returns the kubectl-trainjob binary to run: $KUBECTL_TRAINJOB_BIN, else one built from the
-// repository's cmd/kubectl-trainjob into dir.
+// repository's cmd/kubectl-trainjob into dir. It refuses a $KUBECTL_TRAINJOB_BIN older than a source it
+// is built from: a variable left in a shell would otherwise test an old binary instead of the code.
 func Binary(ctx context.Context, dir string) (string, error) {
-	if bin := os.Getenv(BinaryEnv); bin != "" {
-		if _, err := os.Stat(bin); err != nil {
-			return "", fmt.Errorf("%s: %w", BinaryEnv, err)
-		}
-		return bin, nil
-	}
 	root, err := cluster.RepoRoot()
 	if err != nil {
 		return "", err
+	}
+	if bin := os.Getenv(BinaryEnv); bin != "" {
+		info, err := os.Stat(bin)
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", BinaryEnv, err)
+		}
+		newer, err := newestSource(ctx, root)
+		if err != nil {
+			return "", err
+		}
+		if newer.ModTime().After(info.ModTime()) {
+			return "", fmt.Errorf("%s=%s is older than %s: run `make build`, or unset %s to have the tests build it",
+				BinaryEnv, bin, newer.Name(), BinaryEnv)
+		}
+		return bin, nil
 	}
 	bin := filepath.Join(dir, "kubectl-trainjob")
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/kubectl-trainjob")
@@ -219,3 +231,44 @@ func Binary(ctx context.Context, dir string) (string, error) {
 	}
 	return bin, nil
 }
+
+// newestSource is the most recently changed of the files cmd/kubectl-trainjob is built from in this module:
+// the Go files and embedded files of every package it imports from here, go.mod and go.sum. Its Name is the
+// path from the repository's root.
+func newestSource(ctx context.Context, root string) (os.FileInfo, error) {
+	cmd := exec.CommandContext(ctx, "go", "list", "-deps", "-f",
+		`{{if .Module}}{{if .Module.Main}}{{range .GoFiles}}{{$.Dir}}/{{.}}{{"\n"}}{{end}}{{range .EmbedFiles}}{{$.Dir}}/{{.}}{{"\n"}}{{end}}{{end}}{{end}}`,
+		"./cmd/kubectl-trainjob")
+	cmd.Dir = root
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("go list ./cmd/kubectl-trainjob: %w\n%s", err, stderr.Bytes())
+	}
+	files := append(strings.Fields(string(out)), filepath.Join(root, "go.mod"), filepath.Join(root, "go.sum"))
+	var newest os.FileInfo
+	var newestPath string
+	for _, f := range files {
+		info, err := os.Stat(f)
+		if err != nil {
+			return nil, err
+		}
+		if newest == nil || info.ModTime().After(newest.ModTime()) {
+			newest, newestPath = info, f
+		}
+	}
+	rel, err := filepath.Rel(root, newestPath)
+	if err != nil {
+		rel = newestPath
+	}
+	return namedInfo{FileInfo: newest, name: rel}, nil
+}
+
+// namedInfo is a FileInfo named by its path.
+type namedInfo struct {
+	os.FileInfo
+	name string
+}
+
+func (n namedInfo) Name() string { return n.name }

@@ -14,9 +14,12 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
 	"k8s.io/apimachinery/pkg/util/wait"
 )
 
@@ -70,6 +73,20 @@ func freePort(t *testing.T) int32 {
 	return int32(l.Addr().(*net.TCPAddr).Port)
 }
 
+// stop ends Start's context and waits until Start has returned nil.
+func stop(t *testing.T, cancel context.CancelFunc, done <-chan error) {
+	t.Helper()
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Start = %v after its context ended, want nil", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Start did not return after its context ended")
+	}
+}
+
 // TestStartWaitsForTheCertificate: the server is not healthy until the
 // certificate exists, then serves HTTPS with it, and stops with its context.
 func TestStartWaitsForTheCertificate(t *testing.T) {
@@ -101,27 +118,58 @@ func TestStartWaitsForTheCertificate(t *testing.T) {
 		t.Errorf("GET /healthz = %d, want 404 (only the status route is served)", resp.StatusCode)
 	}
 
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("Start = %v after its context ended, want nil", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Start did not return after its context ended")
-	}
+	stop(t, cancel, done)
 	if err := check(nil); err == nil {
 		t.Error("healthy after it stopped")
 	}
 }
 
-// TestStartWithoutCertificate: a server stopped while it waits for its
-// certificate returns without error.
+// TestStartWithoutCertificate: a server without its certificate waits for
+// it, neither listening nor healthy, and returns nil once stopped, without
+// having listened.
 func TestStartWithoutCertificate(t *testing.T) {
-	s := New(Options{Host: "127.0.0.1", Port: freePort(t), CertDir: t.TempDir()})
-	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	port := freePort(t)
+	s := New(Options{Host: "127.0.0.1", Port: port, CertDir: t.TempDir()})
+	var mu sync.Mutex
+	var waits int
+	s.log = funcr.New(func(_, args string) {
+		if strings.Contains(args, `"msg"="Waiting for the serving certificate"`) {
+			mu.Lock()
+			waits++
+			mu.Unlock()
+		}
+	}, funcr.Options{Verbosity: 2})
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	if err := s.Start(ctx); err != nil {
-		t.Errorf("Start = %v, want nil", err)
+	done := make(chan error, 1)
+	go func() { done <- s.Start(ctx) }()
+
+	// Two looks for the certificate: Start is in its waiting loop.
+	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return waits >= 2, nil
+	})
+	if err != nil {
+		t.Fatalf("Start did not look for its certificate twice: %v", err)
 	}
+	select {
+	case err := <-done:
+		t.Fatalf("Start returned %v without a certificate, before its context ended", err)
+	default:
+	}
+	if err := s.Checker()(nil); err == nil {
+		t.Error("healthy without a certificate")
+	}
+	notListening := func(when string) {
+		t.Helper()
+		if conn, err := net.DialTimeout("tcp", s.Addr(), time.Second); err == nil {
+			conn.Close()
+			t.Errorf("%s: something listens on %s", when, s.Addr())
+		}
+	}
+	notListening("waiting for the certificate")
+
+	stop(t, cancel, done)
+	notListening("stopped")
 }

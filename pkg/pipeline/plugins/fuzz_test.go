@@ -2,20 +2,32 @@ package plugins_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+	volcanov1beta1 "volcano.sh/apis/pkg/apis/scheduling/v1beta1"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/offline"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
 )
 
 // FuzzBuild runs admission and the Build phase on random TrainJob × runtime
 // pairs: ML policy, gang scheduling, counts, resources, initializers,
-// runtimePatches and commands all vary. Errors are fine; panics are not.
+// runtimePatches and commands all vary. Errors are fine; panics are not,
+// and what Build returns keeps the promises of checkBuilt.
 // Run it with `make fuzz` (FUZZTIME=2m); the seeds in testdata/fuzz run in
 // every `go test`.
 func FuzzBuild(f *testing.F) {
@@ -28,6 +40,10 @@ func FuzzBuild(f *testing.F) {
 	f.Add(uint8(6), uint8(1), int32(3), int32(2), int64(4), int64(1500), false, uint8(0), "node", "", "python")
 	f.Add(uint8(12), uint8(0), int32(4), int32(8), int64(8), int64(2000), false, uint8(16), "node", "FLUX_VIEW_IMAGE", "lmp")
 	fw := newFramework(f)
+	crds, err := offline.NewSchema()
+	if err != nil {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, policy, podGroup uint8, nodes, nproc int32, gpus, cpuMilli int64,
 		launcherAsNode bool, shape uint8, patchJob, envName, command string) {
 		rt := fuzzRuntime(policy, podGroup, launcherAsNode, shape)
@@ -36,8 +52,140 @@ func FuzzBuild(f *testing.F) {
 		if _, errs := fw.Validate(ctx, rt, nil, tj); len(errs) > 0 {
 			return
 		}
-		_, _, _ = fw.Build(ctx, tj, rt, pipeline.BuildOptions{Trace: &pipeline.Trace{}})
+		objs, _, err := fw.Build(ctx, tj, rt, pipeline.BuildOptions{Trace: &pipeline.Trace{}})
+		// Build promises only for what the API server admits: the CRD's
+		// schema (numNodes ≥ 0, …) is not the plugins' to check.
+		if err != nil || !admitted(ctx, crds, tj) {
+			return
+		}
+		for _, problem := range checkBuilt(tj, objs) {
+			t.Error(problem)
+		}
 	})
+}
+
+// admitted tells whether the API server's schema for TrainJobs admits tj.
+func admitted(ctx context.Context, crds *offline.Schema, tj *trainer.TrainJob) bool {
+	tj = tj.DeepCopy()
+	tj.SetGroupVersionKind(trainer.GroupVersion.WithKind(trainer.TrainJobKind))
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(tj)
+	if err != nil {
+		return false
+	}
+	return crds.Admit(ctx, &unstructured.Unstructured{Object: u}) == nil
+}
+
+// checkBuilt lists how objs, what Build returned for tj offline (nothing
+// exists yet), break its promises:
+//   - every object has its TypeMeta, is in tj's namespace, and has exactly
+//     one owner reference: tj, as its controller;
+//   - names derive from tj's (tj's own, or it and a suffix), once per kind;
+//   - one JobSet, named as tj, whose replicated jobs have distinct names and
+//     at least one replica each;
+//   - no container has an env var or a volume mount twice, and no pod a
+//     container or a volume twice;
+//   - a PodGroup counts every pod of the JobSet, and every pod joins it.
+func checkBuilt(tj *trainer.TrainJob, objs []client.Object) []string {
+	var problems []string
+	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	owner := metav1.OwnerReference{APIVersion: trainer.GroupVersion.String(), Kind: trainer.TrainJobKind, Name: tj.Name, UID: tj.UID,
+		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}
+	names := map[string]bool{}
+	var jobSets []*jobsetv1alpha2.JobSet
+	var podGroups []int32
+	for _, obj := range objs {
+		gvk := obj.GetObjectKind().GroupVersionKind()
+		id := fmt.Sprintf("%s %s", gvk.Kind, obj.GetName())
+		if gvk.Kind == "" || gvk.Version == "" {
+			bad("%T %s has no TypeMeta", obj, obj.GetName())
+		}
+		if obj.GetNamespace() != tj.Namespace {
+			bad("%s is in namespace %q, want %q", id, obj.GetNamespace(), tj.Namespace)
+		}
+		if diff := cmp.Diff([]metav1.OwnerReference{owner}, obj.GetOwnerReferences()); diff != "" {
+			bad("%s owner references (-want +got):\n%s", id, diff)
+		}
+		if name := obj.GetName(); name != tj.Name && !strings.HasPrefix(name, tj.Name+"-") {
+			bad("%s: the name does not derive from the TrainJob's %q", id, tj.Name)
+		}
+		if names[id] {
+			bad("%s is built twice", id)
+		}
+		names[id] = true
+		switch o := obj.(type) {
+		case *jobsetv1alpha2.JobSet:
+			jobSets = append(jobSets, o)
+		case *schedv1alpha1.PodGroup:
+			podGroups = append(podGroups, o.Spec.MinMember)
+		case *volcanov1beta1.PodGroup:
+			podGroups = append(podGroups, o.Spec.MinMember)
+		}
+	}
+	if len(jobSets) != 1 {
+		bad("%d JobSets built, want 1", len(jobSets))
+		return problems
+	}
+	js := jobSets[0]
+	if js.Name != tj.Name {
+		bad("JobSet %s, want it named as the TrainJob %s", js.Name, tj.Name)
+	}
+	var pods int32
+	emptyJob := false
+	jobNames := map[string]bool{}
+	for _, rj := range js.Spec.ReplicatedJobs {
+		if jobNames[rj.Name] {
+			bad("replicated job %s twice", rj.Name)
+		}
+		jobNames[rj.Name] = true
+		// numNodes 0 is valid (it mirrors JobSet replicas): a job of no pod.
+		parallelism := ptr.Deref(rj.Template.Spec.Parallelism, 1)
+		if rj.Replicas < 1 || parallelism < 0 {
+			bad("replicated job %s: %d replicas of %d pods", rj.Name, rj.Replicas, parallelism)
+		}
+		if parallelism == 0 {
+			emptyJob = true
+		}
+		pods += rj.Replicas * parallelism
+		pod := rj.Template.Spec.Template
+		for _, dup := range duplicates(pod.Spec.Volumes, func(v corev1.Volume) string { return v.Name }) {
+			bad("replicated job %s: volume %s twice", rj.Name, dup)
+		}
+		containers := slices.Concat(pod.Spec.InitContainers, pod.Spec.Containers)
+		for _, dup := range duplicates(containers, func(c corev1.Container) string { return c.Name }) {
+			bad("replicated job %s: container %s twice", rj.Name, dup)
+		}
+		for _, c := range containers {
+			for _, dup := range duplicates(c.Env, func(e corev1.EnvVar) string { return e.Name }) {
+				bad("replicated job %s, container %s: env %s twice", rj.Name, c.Name, dup)
+			}
+			for _, dup := range duplicates(c.VolumeMounts, func(m corev1.VolumeMount) string { return m.MountPath }) {
+				bad("replicated job %s, container %s: two volumes mounted at %s", rj.Name, c.Name, dup)
+			}
+		}
+		if len(podGroups) > 0 && pod.Labels[schedv1alpha1.PodGroupLabel] != tj.Name && pod.Annotations[volcanov1beta1.KubeGroupNameAnnotationKey] != tj.Name {
+			bad("replicated job %s: the pods do not join the PodGroup (labels %v, annotations %v)", rj.Name, pod.Labels, pod.Annotations)
+		}
+	}
+	for _, minMember := range podGroups {
+		// A PodSet counts at least one pod (spec §2.5), so a job of no pod
+		// makes the gang larger than the pods.
+		if !emptyJob && minMember != pods {
+			bad("PodGroup minMember %d, want the JobSet's %d pods", minMember, pods)
+		}
+	}
+	return problems
+}
+
+// duplicates are the keys that more than one item has.
+func duplicates[T any](items []T, key func(T) string) []string {
+	seen := map[string]int{}
+	var dups []string
+	for _, item := range items {
+		if seen[key(item)]++; seen[key(item)] == 2 {
+			dups = append(dups, key(item))
+		}
+	}
+	return dups
 }
 
 func fuzzRuntime(policy, podGroup uint8, launcherAsNode bool, shape uint8) *pipeline.Runtime {

@@ -42,8 +42,10 @@ func TestKrewRelease(t *testing.T) {
 	if tools == "" {
 		tools = filepath.Join(root, "bin", "tools")
 	}
-	krew, validate := filepath.Join(tools, "krew"), filepath.Join(tools, "validate-krew-manifest")
-	for _, bin := range []string{krew, validate} {
+	// kubectl too: `kubectl trainjob` must be run through kubectl's own plugin lookup, whatever the PATH of
+	// the machine holds.
+	krew, validate, kubectl := filepath.Join(tools, "krew"), filepath.Join(tools, "validate-krew-manifest"), filepath.Join(tools, "kubectl")
+	for _, bin := range []string{krew, validate, kubectl} {
 		if _, err := os.Stat(bin); err != nil {
 			t.Fatalf("%s not found: run `make tools` (or set %s)", bin, cluster.ToolsEnv)
 		}
@@ -140,7 +142,8 @@ func TestKrewRelease(t *testing.T) {
 		}
 
 		got := runOK(t, home, env, filepath.Join(krewBin, "kubectl-trainjob"), "version", "--client")
-		if want := "Client Version: " + version + " (commit " + commit + ")\n"; got != want {
+		want := "Client Version: " + version + " (commit " + commit + ")\n"
+		if got != want {
 			t.Errorf("the installed kubectl-trainjob printed %q, want %q", got, want)
 		}
 		// The shim sits in the store, next to the binary; krew links only the binary.
@@ -153,12 +156,9 @@ func TestKrewRelease(t *testing.T) {
 		if got := runOK(t, home, env, filepath.Join(store, "kubectl_complete-trainjob"), ""); !strings.Contains(got, "install\t") || !strings.Contains(got, "\n:4\n") {
 			t.Errorf("the completion shim did not complete the subcommands:\n%s", got)
 		}
-		if kubectl, err := exec.LookPath("kubectl"); err == nil {
-			if got := runOK(t, home, env, kubectl, "trainjob", "version", "--client"); !strings.Contains(got, version) {
-				t.Errorf("kubectl trainjob version printed %q", got)
-			}
-		} else {
-			t.Log("no kubectl on PATH: `kubectl trainjob` itself not tried")
+		// The PATH of env starts with krew's bin: kubectl finds the plugin krew linked there.
+		if got := runOK(t, home, env, kubectl, "trainjob", "version", "--client"); got != want {
+			t.Errorf("kubectl trainjob version --client printed %q, want %q", got, want)
 		}
 	})
 }

@@ -8,12 +8,15 @@ package operator_test
 
 import (
 	"context"
+	"net"
 	"os"
 	"testing"
 	"time"
 
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/config"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/integration/operator/internal/optest"
 )
 
@@ -43,4 +46,32 @@ func TestMain(m *testing.M) {
 		}
 		return optest.Poll(ctx, time.Minute, func(ctx context.Context) error { return optest.WebhooksServed(ctx, e.Client) })
 	}))
+}
+
+// TestStartOperatorOnATakenPort: a port InProcess picked that another
+// process takes before the operator binds it does not fail the test: the
+// operator is started again on other ports.
+func TestStartOperatorOnATakenPort(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	cfg := &config.Configuration{Namespace: optest.Namespace, Webhook: config.Webhook{Enable: ptr.To(false)}}
+	if err := optest.InProcess(cfg, t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+	// The health port: the operator binds it as it is built, and fails at
+	// once (a server bound as it starts makes it stop, after the manager's
+	// graceful shutdown).
+	cfg.Health.HealthProbeBindAddress = taken.Addr().String()
+	standby, err := optest.StartOperator(t.Context(), env.Cluster.Config, cfg)
+	if err != nil {
+		t.Fatalf("start an operator whose health port is taken: %v", err)
+	}
+	t.Cleanup(func() { _ = standby.Stop() })
+	if cfg.Health.HealthProbeBindAddress == taken.Addr().String() {
+		t.Errorf("the operator kept the taken port %s", cfg.Health.HealthProbeBindAddress)
+	}
+	optest.Eventually(t, "the operator started again is ready", standby.Ready)
 }

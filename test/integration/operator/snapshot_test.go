@@ -61,9 +61,12 @@ func TestRuntimeSnapshot(t *testing.T) {
 			setRuntimeImage(t, rt, "runtime-node:v2")
 			resume(t, tj)
 			trainJobMatches(t, tj, "Resumed", hasConditions(componentsCreated, resumed))
-			optest.Consistently(t, "the JobSet keeps the snapshot's image", func(ctx context.Context) error {
-				return jobSetImage(ctx, tj, "runtime-node:v1")
-			})
+			// The reconcile that wrote Resumed applied the resumed JobSet
+			// first; settle waits for the reconciles that followed it.
+			settle(t, ns)
+			if err := jobSetImage(t.Context(), tj, "runtime-node:v1"); err != nil {
+				t.Errorf("the JobSet does not keep the snapshot's image: %v", err)
+			}
 
 			// A deleted snapshot is taken again, from the runtime as it is now.
 			if err := env.Client.Delete(t.Context(), snapshot); err != nil {

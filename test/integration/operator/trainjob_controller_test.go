@@ -21,6 +21,7 @@ import (
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/apply"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/runtimes"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/integration/operator/internal/optest"
 )
 
@@ -174,29 +175,38 @@ spec:
 }
 
 // TestManagedByMultiKueue: a TrainJob another controller manages is left
-// alone: no JobSet, no snapshot, no status.
+// alone: no Build, no JobSet, no snapshot, no status.
 func TestManagedByMultiKueue(t *testing.T) {
 	ns := optest.NewNamespace(t, env.Client)
 	createTrainingRuntime(t, ns, "torch", torchSpec())
 	tj := newTrainJob(ns, "alpha", trainer.TrainingRuntimeKind, "torch")
 	tj.Spec.ManagedBy = ptr.To(trainer.MultiKueueController)
 	create(t, tj)
-	optest.Consistently(t, "the operator does not touch a MultiKueue TrainJob", func(ctx context.Context) error {
-		if err := optest.Absent(ctx, env.Client, key(tj), &jobsetv1alpha2.JobSet{}); err != nil {
-			return err
-		}
-		if err := optest.Absent(ctx, env.Client, nsName(ns, "alpha-runtime-snapshot"), &corev1.ConfigMap{}); err != nil {
-			return err
-		}
-		got := &trainer.TrainJob{}
-		if err := optest.Get(ctx, env.Client, key(tj), got); err != nil {
-			return err
-		}
-		if len(got.Status.Conditions) > 0 || len(got.Status.JobsStatus) > 0 {
-			return fmt.Errorf("status written: %+v", got.Status)
-		}
-		return nil
-	})
+	// The barrier: a TrainJob created after alpha, built. The controller
+	// queued alpha's creation before its own (one informer, first in first
+	// out), so it has taken alpha off the queue; once it is settled, alpha's
+	// reconcile has ended too.
+	barrier := newTrainJob(ns, "barrier", trainer.TrainingRuntimeKind, "torch")
+	create(t, barrier)
+	trainJobMatches(t, barrier, "the barrier TrainJob is built", hasConditions(componentsCreated))
+	optest.Settled(t)
+
+	if got := optest.Builds(key(tj)); len(got) > 0 {
+		t.Errorf("the Build phase ran on a MultiKueue TrainJob at resourceVersions %v", got)
+	}
+	if err := optest.Absent(t.Context(), env.Client, key(tj), &jobsetv1alpha2.JobSet{}); err != nil {
+		t.Error(err)
+	}
+	if err := optest.Absent(t.Context(), env.Client, nsName(ns, "alpha"+runtimes.SnapshotSuffix), &corev1.ConfigMap{}); err != nil {
+		t.Error(err)
+	}
+	got := &trainer.TrainJob{}
+	if err := optest.Get(t.Context(), env.Client, key(tj), got); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(trainer.TrainJobStatus{}, got.Status, cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("status written (-want +got):\n%s", diff)
+	}
 }
 
 // TestSuspendedRuntimePatches: while suspended, a runtimePatches update

@@ -17,7 +17,6 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/controller"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/integration/operator/internal/optest"
 )
 
@@ -149,22 +148,72 @@ func writesBetween(before, after map[request]int) writes {
 	return w
 }
 
-// settledWrites waits until the operator has made no request in ns for
-// optest.ConsistentlyFor, and returns its writes there since before.
+// settledWrites waits until the operator has processed everything that
+// happened in ns (settle), and returns its writes there since before.
 func settledWrites(t *testing.T, ns string, before map[request]int) writes {
 	t.Helper()
-	last, since := requests.of(ns), time.Now()
-	optest.Eventually(t, "the operator is done in the namespace", func(context.Context) error {
-		now := requests.of(ns)
-		if !maps.Equal(now, last) {
-			last, since = now, time.Now()
+	settle(t, ns)
+	return writesBetween(before, requests.of(ns))
+}
+
+// settle waits until the operator has processed everything that happened in
+// ns: its cache holds every TrainJob and JobSet of ns at the version the API
+// server holds (their events have reached the TrainJob controller), then
+// that controller is settled (they have been reconciled to the end). When
+// those reconciles wrote, it goes round again.
+func settle(t *testing.T, ns string) {
+	t.Helper()
+	deadline := time.Now().Add(optest.Timeout)
+	for {
+		live, err := versionsIn(t.Context(), env.Client, ns)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if quiet := time.Since(since); quiet < optest.ConsistentlyFor {
-			return fmt.Errorf("last request %v ago", quiet.Round(time.Millisecond))
+		optest.Eventually(t, "the operator's cache holds namespace "+ns+" as the API server does", func(ctx context.Context) error {
+			cached, err := versionsIn(ctx, op.Cache(), ns)
+			if err != nil {
+				return err
+			}
+			if diff := cmp.Diff(live, cached); diff != "" {
+				return fmt.Errorf("resourceVersions (-API server +cache):\n%s", diff)
+			}
+			return nil
+		})
+		optest.Settled(t)
+		after, err := versionsIn(t.Context(), env.Client, ns)
+		if err != nil {
+			t.Fatal(err)
 		}
-		return nil
-	})
-	return writesBetween(before, last)
+		if maps.Equal(live, after) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the operator keeps writing in namespace %s after %v: resourceVersions %v, then %v", ns, optest.Timeout, live, after)
+		}
+	}
+}
+
+// versionsIn are the resourceVersions of the TrainJobs and JobSets of ns,
+// keyed by kind and name: the objects whose changes the TrainJob controller
+// reconciles here (it takes no other child's event but a snapshot's
+// deletion).
+func versionsIn(ctx context.Context, c client.Reader, ns string) (map[string]string, error) {
+	versions := map[string]string{}
+	var trainJobs trainer.TrainJobList
+	if err := c.List(ctx, &trainJobs, client.InNamespace(ns)); err != nil {
+		return nil, err
+	}
+	for _, tj := range trainJobs.Items {
+		versions["TrainJob "+tj.Name] = tj.ResourceVersion
+	}
+	var jobSets jobsetv1alpha2.JobSetList
+	if err := c.List(ctx, &jobSets, client.InNamespace(ns)); err != nil {
+		return nil, err
+	}
+	for _, js := range jobSets.Items {
+		versions["JobSet "+js.Name] = js.ResourceVersion
+	}
+	return versions, nil
 }
 
 func wantWrites(t *testing.T, what string, got writes, objects, events map[string]int) {
@@ -178,47 +227,18 @@ func wantWrites(t *testing.T, what string, got writes, objects, events map[strin
 	}
 }
 
-// trainJobReconciles is how many TrainJob reconciles the operator has run
-// (in every namespace).
-func trainJobReconciles(t *testing.T) float64 {
-	t.Helper()
-	families, err := scrape(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	total := 0.0
-	for _, m := range families["controller_runtime_reconcile_total"].GetMetric() {
-		for _, l := range m.GetLabel() {
-			if l.GetName() == "controller" && l.GetValue() == controller.TrainJobControllerName {
-				total += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return total
-}
-
-// touch changes a label of tj, which the operator does not read, and
-// waits until the operator's cache has the change: tj is reconciled again
-// with nothing to do. It fails the test if no TrainJob reconcile follows.
+// touch changes a label of tj, which the operator does not read, and waits
+// until a reconcile of tj has run the Build phase on that version (the
+// probe of optest.Builds): tj is reconciled again with nothing to do.
 func touch(t *testing.T, tj *trainer.TrainJob, value string) {
 	t.Helper()
-	reconciles := trainJobReconciles(t)
+	touched := tj.DeepCopy()
 	patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"labels":{"touched":%q}}}`, value))
-	if err := env.Client.Patch(t.Context(), tj.DeepCopy(), patch); err != nil {
+	if err := env.Client.Patch(t.Context(), touched, patch); err != nil {
 		t.Fatalf("label the TrainJob: %v", err)
 	}
-	optest.Eventually(t, "the operator's cache has the label and reconciles", func(ctx context.Context) error {
-		cached := &trainer.TrainJob{}
-		if err := optest.Get(ctx, op.Cache(), key(tj), cached); err != nil {
-			return err
-		}
-		if cached.Labels["touched"] != value {
-			return fmt.Errorf("cached labels %v", cached.Labels)
-		}
-		if trainJobReconciles(t) == reconciles {
-			return fmt.Errorf("no TrainJob reconcile since the label")
-		}
-		return nil
+	optest.Eventually(t, "a reconcile of the labelled TrainJob", func(context.Context) error {
+		return optest.BuiltVersion(key(tj), touched.ResourceVersion)
 	})
 }
 

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -130,8 +131,11 @@ func setLogger(path string) error {
 	return err
 }
 
-// Registry is the plugin registry the operator runs with.
-func Registry() pipeline.Registry { return plugins.NewRegistry() }
+// Registry is the plugin registry the operator runs with, and last the
+// probe that records what the Build phase ran on (Builds).
+func Registry() pipeline.Registry {
+	return append(plugins.NewRegistry(), pipeline.RegistryEntry{Name: ProbeName, Factory: newProbe})
+}
 
 // NewConfig is the configuration of an in-process operator (see InProcess).
 func NewConfig(dir string) (*config.Configuration, error) {
@@ -142,26 +146,34 @@ func NewConfig(dir string) (*config.Configuration, error) {
 // InProcess adapts a configuration to an operator running in the test
 // process: every server on 127.0.0.1 on a free port, its own certificate
 // folder below dir, a certificate also valid for "localhost" (the API
-// server reaches the webhooks by URL), short leases so that a stopped
-// leader is replaced quickly, and a fast client. It defaults and validates
-// the result.
+// server reaches the webhooks by URL), and a fast client. It defaults and
+// validates the result. The leases are the defaults, as in production: a
+// leader that cannot renew within the renew deadline stops, and with
+// short leases a machine busy with every test package at once made a
+// leader miss it. A stopped operator releases its Lease, so only a killed
+// one keeps the next waiting for the lease duration.
 func InProcess(cfg *config.Configuration, dir string) error {
-	ports, err := freePorts(4)
-	if err != nil {
+	if err := pickPorts(cfg); err != nil {
 		return err
 	}
-	cfg.LeaderElection.LeaseDuration = metav1.Duration{Duration: 4 * time.Second}
-	cfg.LeaderElection.RenewDeadline = metav1.Duration{Duration: 3 * time.Second}
-	cfg.LeaderElection.RetryPeriod = metav1.Duration{Duration: 500 * time.Millisecond}
-	cfg.Metrics.BindAddress = "127.0.0.1:" + strconv.Itoa(ports[0])
-	cfg.Health.HealthProbeBindAddress = "127.0.0.1:" + strconv.Itoa(ports[1])
-	cfg.Webhook.Host, cfg.Webhook.Port = "127.0.0.1", ptr.To(int32(ports[2]))
-	cfg.Webhook.CertDir = filepath.Join(dir, "certs-"+strconv.Itoa(ports[2]))
-	cfg.StatusServer.Port = ptr.To(int32(ports[3]))
+	cfg.Webhook.CertDir = filepath.Join(dir, "certs-"+strconv.Itoa(int(*cfg.Webhook.Port)))
 	cfg.CertManagement.ExtraDNSNames = append(cfg.CertManagement.ExtraDNSNames, "localhost")
 	cfg.ClientConnection = config.ClientConnection{QPS: ptr.To[float32](200), Burst: ptr.To[int32](400)}
 	cfg.Default()
 	return cfg.Validate()
+}
+
+// pickPorts gives every server of cfg a port free on 127.0.0.1 now.
+func pickPorts(cfg *config.Configuration) error {
+	ports, err := freePorts(4)
+	if err != nil {
+		return err
+	}
+	cfg.Metrics.BindAddress = "127.0.0.1:" + strconv.Itoa(ports[0])
+	cfg.Health.HealthProbeBindAddress = "127.0.0.1:" + strconv.Itoa(ports[1])
+	cfg.Webhook.Host, cfg.Webhook.Port = "127.0.0.1", ptr.To(int32(ports[2]))
+	cfg.StatusServer.Port = ptr.To(int32(ports[3]))
+	return nil
 }
 
 // freePorts asks the kernel for n ports free on 127.0.0.1 now.
@@ -199,8 +211,26 @@ var (
 )
 
 // StartOperator starts an operator that talks to the API server as
-// restConfig says, and returns without waiting for it to be ready.
+// restConfig says, and returns once it is ready, or has not stopped within
+// Timeout. Its ports were free when InProcess picked them, but another
+// process (go test runs packages side by side) may have taken one since:
+// the operator then stops at once, and it is started again on other ports.
 func StartOperator(ctx context.Context, restConfig *rest.Config, cfg *config.Configuration) (*Operator, error) {
+	for attempt := 1; ; attempt++ {
+		o, err := startOperator(ctx, restConfig, cfg)
+		if err == nil {
+			err = o.readyOrStopped(ctx)
+		}
+		if err == nil || attempt == 3 || !errors.Is(err, syscall.EADDRINUSE) {
+			return o, err
+		}
+		if err := pickPorts(cfg); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func startOperator(ctx context.Context, restConfig *rest.Config, cfg *config.Configuration) (*Operator, error) {
 	op, err := operator.New(ctx, operator.Options{Config: cfg, RESTConfig: restConfig, Registry: Registry()})
 	if err != nil {
 		return nil, err
@@ -216,6 +246,39 @@ func StartOperator(ctx context.Context, restConfig *rest.Config, cfg *config.Con
 	runningMu.Unlock()
 	return o, nil
 }
+
+// readyOrStopped waits until the operator is ready and serves its metrics
+// (readiness does not cover them), and returns nil, or has stopped, and
+// returns why. After Timeout it returns nil: the caller waits for what it
+// needs.
+func (o *Operator) readyOrStopped(ctx context.Context) error {
+	err := Poll(ctx, Timeout, func(ctx context.Context) error {
+		select {
+		case <-o.done:
+			return stopped{o.err}
+		default:
+		}
+		if err := o.Ready(ctx); err != nil {
+			return err
+		}
+		// Briefly: what holds a taken port may accept and never answer.
+		ctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		_, err := o.Scrape(ctx)
+		return err
+	})
+	var s stopped
+	if errors.As(err, &s) {
+		return fmt.Errorf("the operator stopped as it started: %w", s.err)
+	}
+	return nil
+}
+
+// stopped is the error of an operator that has stopped.
+type stopped struct{ err error }
+
+func (s stopped) Error() string { return fmt.Sprintf("stopped: %v", s.err) }
+func (s stopped) Unwrap() error { return s.err }
 
 // Stop stops the operator and returns what Start returned.
 func (o *Operator) Stop() error {

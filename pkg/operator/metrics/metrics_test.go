@@ -1,0 +1,174 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/scheme"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/stage"
+)
+
+// histogram is the sample count and sum of one series of h.
+func histogram(t *testing.T, h *prometheus.HistogramVec, labels ...string) (uint64, float64) {
+	t.Helper()
+	m := &dto.Metric{}
+	if err := h.WithLabelValues(labels...).(prometheus.Histogram).Write(m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
+}
+
+func TestObserveReconcile(t *testing.T) {
+	okBefore, _ := histogram(t, reconcileDuration, ResultSuccess)
+	errBefore, errSumBefore := histogram(t, reconcileDuration, ResultError)
+	ObserveReconcile(20*time.Millisecond, nil)
+	ObserveReconcile(3*time.Second, errors.New("conflict"))
+	ObserveReconcile(time.Second, nil)
+	okAfter, _ := histogram(t, reconcileDuration, ResultSuccess)
+	errAfter, errSumAfter := histogram(t, reconcileDuration, ResultError)
+	if okAfter-okBefore != 2 || errAfter-errBefore != 1 {
+		t.Errorf("reconciles observed: %d successes, %d errors; want 2 and 1", okAfter-okBefore, errAfter-errBefore)
+	}
+	if d := errSumAfter - errSumBefore; d != 3 {
+		t.Errorf("the failed reconcile took %vs, want 3s", d)
+	}
+}
+
+// TestObserveStageTransition: by stage left and entered; a transition seen before the stage's start (clock
+// skew) counts as 0 s, not negative.
+func TestObserveStageTransition(t *testing.T) {
+	countBefore, sumBefore := histogram(t, stageTransition, "Pending", "Training")
+	ObserveStageTransition(stage.Pending, stage.Training, 90*time.Second)
+	ObserveStageTransition(stage.Pending, stage.Training, -5*time.Second)
+	count, sum := histogram(t, stageTransition, "Pending", "Training")
+	if count-countBefore != 2 || sum-sumBefore != 90 {
+		t.Errorf("Pending → Training: %d transitions, %vs in all; want 2 and 90s", count-countBefore, sum-sumBefore)
+	}
+}
+
+func TestCountBuildError(t *testing.T) {
+	count := func(plugin string) float64 {
+		m := &dto.Metric{}
+		if err := buildErrors.WithLabelValues(plugin).Write(m); err != nil {
+			t.Fatal(err)
+		}
+		return m.GetCounter().GetValue()
+	}
+	torch, runtime := count("torch"), count(RuntimePlugin)
+	CountBuildError("torch")
+	CountBuildError(RuntimePlugin)
+	CountBuildError(RuntimePlugin)
+	if got := []float64{count("torch") - torch, count(RuntimePlugin) - runtime}; got[0] != 1 || got[1] != 2 {
+		t.Errorf("build errors of torch and runtime moved by %v, want 1 and 2", got)
+	}
+}
+
+// byStage collects the trainjobs gauge: its value by stage, or the collection's error.
+func byStage() (map[string]float64, error) {
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(trainJobs); err != nil {
+		return nil, err
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]float64{}
+	for _, mf := range families {
+		for _, m := range mf.GetMetric() {
+			out[m.GetLabel()[0].GetValue()] = m.GetGauge().GetValue()
+		}
+	}
+	return out, nil
+}
+
+func trainJob(name string, edit func(*trainer.TrainJob)) *trainer.TrainJob {
+	tj := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}}
+	edit(tj)
+	return tj
+}
+
+func done(typ string) func(*trainer.TrainJob) {
+	return func(tj *trainer.TrainJob) {
+		tj.Status.Conditions = []metav1.Condition{{Type: typ, Status: metav1.ConditionTrue, Reason: "Test", LastTransitionTime: metav1.Now()}}
+	}
+}
+
+// TestTrainJobsByStage: the gauge counts the TrainJobs the reader lists, by stage, every stage present;
+// nothing while no reader is served (a replica that does not lead); an invalid metric when the list fails.
+func TestTrainJobsByStage(t *testing.T) {
+	objs := []client.Object{
+		trainJob("pending", func(*trainer.TrainJob) {}),
+		trainJob("suspended", func(tj *trainer.TrainJob) { tj.Spec.Suspend = ptr.To(true) }),
+		trainJob("training", func(tj *trainer.TrainJob) {
+			tj.Status.JobsStatus = []trainer.JobStatus{{Name: trainer.Node, Ready: ptr.To[int32](2)}}
+		}),
+		trainJob("initializing", func(tj *trainer.TrainJob) {
+			tj.Status.JobsStatus = []trainer.JobStatus{{Name: "dataset-initializer", Ready: ptr.To[int32](1)}, {Name: trainer.Node}}
+		}),
+		trainJob("complete-1", done(trainer.TrainJobComplete)),
+		trainJob("complete-2", done(trainer.TrainJobComplete)),
+	}
+	reader := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(objs...).Build()
+
+	samples := func() map[string]float64 {
+		t.Helper()
+		got, err := byStage()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if got := samples(); len(got) != 0 {
+		t.Fatalf("%v before a reader is served, want nothing", got)
+	}
+	serve := func(r client.Reader) context.CancelFunc {
+		ctx, cancel := context.WithCancel(context.Background())
+		stopped := make(chan struct{})
+		go func() { ServeTrainJobs(ctx, r); close(stopped) }()
+		// ServeTrainJobs stores its source, then blocks: wait until the gauge reports.
+		err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+			got, err := byStage()
+			return err != nil || len(got) > 0, nil
+		})
+		if err != nil {
+			t.Fatalf("ServeTrainJobs serves nothing: %v", err)
+		}
+		return func() { cancel(); <-stopped }
+	}
+
+	stop := serve(reader)
+	want := map[string]float64{"Pending": 1, "Suspended": 1, "Initializing": 1, "Training": 1, "Complete": 2, "Failed": 0}
+	if diff := cmp.Diff(want, samples()); diff != "" {
+		t.Errorf("trainjobs by stage (-want +got):\n%s", diff)
+	}
+	stop()
+	if got := samples(); len(got) != 0 {
+		t.Errorf("%v once the reader is no longer served, want nothing", got)
+	}
+
+	failing := fake.NewClientBuilder().WithScheme(scheme.New()).WithInterceptorFuncs(interceptor.Funcs{
+		List: func(context.Context, client.WithWatch, client.ObjectList, ...client.ListOption) error {
+			return errors.New("cache stopped")
+		},
+	}).Build()
+	stop = serve(failing)
+	defer stop()
+	if got, err := byStage(); err == nil || !strings.Contains(err.Error(), "cache stopped") {
+		t.Errorf("collecting from a failing reader = %v, %v; want the list error", got, err)
+	}
+}

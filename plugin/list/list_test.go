@@ -1,0 +1,264 @@
+package list
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/scheme"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/stage"
+)
+
+var created = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+
+// runtimeSpec is a runtime of nodes nodes whose trainer container asks for gpus GPUs.
+func runtimeSpec(nodes int32, gpus string) trainer.TrainingRuntimeSpec {
+	spec := trainer.TrainingRuntimeSpec{MLPolicy: &trainer.MLPolicy{NumNodes: ptr.To(nodes)}}
+	rj := jobsetv1alpha2.ReplicatedJob{Name: trainer.Node}
+	rj.Template.Labels = map[string]string{trainer.AncestorLabel: trainer.AncestorTrainer}
+	rj.Template.Spec.Template.Spec.Containers = []corev1.Container{{Name: trainer.Node, Resources: corev1.ResourceRequirements{
+		Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse(gpus), corev1.ResourceCPU: resource.MustParse("8")},
+	}}}
+	spec.Template.Spec.ReplicatedJobs = []jobsetv1alpha2.ReplicatedJob{rj}
+	return spec
+}
+
+// runtimes is a reader holding a ClusterTrainingRuntime "cluster" (2 nodes of 4 GPUs) and a TrainingRuntime
+// "team/local" (3 nodes of 1 GPU).
+func runtimes() client.Reader {
+	return fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(
+		&trainer.ClusterTrainingRuntime{ObjectMeta: metav1.ObjectMeta{Name: "cluster"}, Spec: runtimeSpec(2, "4")},
+		&trainer.TrainingRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "local"}, Spec: runtimeSpec(3, "1")},
+	).Build()
+}
+
+// trainJob is a TrainJob of namespace team on a runtime, edited by edit.
+func trainJob(name, kind, runtime string, edit func(*trainer.TrainJob)) trainer.TrainJob {
+	tj := trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: name, CreationTimestamp: metav1.NewTime(created)}}
+	tj.Spec.RuntimeRef = trainer.RuntimeRef{Name: runtime, Kind: ptr.To(kind)}
+	if edit != nil {
+		edit(&tj)
+	}
+	return tj
+}
+
+func gpusPerNode(n string) *corev1.ResourceRequirements {
+	return &corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse(n)}}
+}
+
+// TestNodesAndGPUs: the NODES and GPUS cells take what the TrainJob says, and what its runtime says for
+// the rest; GPUS is nodes × GPUs per node.
+func TestNodesAndGPUs(t *testing.T) {
+	tests := []struct {
+		name            string
+		tj              trainer.TrainJob
+		nodes, gpuCells string
+	}{
+		{
+			name:  "all from the ClusterTrainingRuntime",
+			tj:    trainJob("a", trainer.ClusterTrainingRuntimeKind, "cluster", nil),
+			nodes: "2", gpuCells: "8",
+		},
+		{
+			name:  "all from the TrainingRuntime of the namespace",
+			tj:    trainJob("a", trainer.TrainingRuntimeKind, "local", nil),
+			nodes: "3", gpuCells: "3",
+		},
+		{
+			name: "nodes from the TrainJob, GPUs per node from the runtime",
+			tj: trainJob("a", trainer.ClusterTrainingRuntimeKind, "cluster", func(tj *trainer.TrainJob) {
+				tj.Spec.Trainer = &trainer.Trainer{NumNodes: ptr.To[int32](5)}
+			}),
+			nodes: "5", gpuCells: "20",
+		},
+		{
+			name: "resources from the TrainJob, nodes from the runtime",
+			tj: trainJob("a", trainer.ClusterTrainingRuntimeKind, "cluster", func(tj *trainer.TrainJob) {
+				tj.Spec.Trainer = &trainer.Trainer{ResourcesPerNode: gpusPerNode("2")}
+			}),
+			nodes: "2", gpuCells: "4",
+		},
+		{
+			name: "the TrainJob's resources without a GPU: 0, not the runtime's",
+			tj: trainJob("a", trainer.ClusterTrainingRuntimeKind, "cluster", func(tj *trainer.TrainJob) {
+				tj.Spec.Trainer = &trainer.Trainer{NumNodes: ptr.To[int32](2),
+					ResourcesPerNode: &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")}}}
+			}),
+			nodes: "2", gpuCells: "0",
+		},
+		{
+			name:  "a runtime that cannot be read: unknown",
+			tj:    trainJob("a", trainer.ClusterTrainingRuntimeKind, "gone", nil),
+			nodes: "-", gpuCells: "-",
+		},
+		{
+			name: "everything in the TrainJob: the runtime is not needed",
+			tj: trainJob("a", trainer.ClusterTrainingRuntimeKind, "gone", func(tj *trainer.TrainJob) {
+				tj.Spec.Trainer = &trainer.Trainer{NumNodes: ptr.To[int32](4), ResourcesPerNode: gpusPerNode("8")}
+			}),
+			nodes: "4", gpuCells: "32",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			nodes, gpus := newRuntimeDefaults(runtimes()).of(context.Background(), &tt.tj)
+			if diff := cmp.Diff([]string{tt.nodes, tt.gpuCells}, []string{nodes, gpus}); diff != "" {
+				t.Errorf("NODES, GPUS (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestGPUs(t *testing.T) {
+	tests := []struct {
+		name string
+		r    corev1.ResourceRequirements
+		want int64
+	}{
+		{"none", corev1.ResourceRequirements{}, 0},
+		{"limits", corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("2")}}, 2},
+		{"requests when no limits", corev1.ResourceRequirements{Requests: corev1.ResourceList{"amd.com/gpu": resource.MustParse("3")}}, 3},
+		{"limits win over requests", corev1.ResourceRequirements{
+			Limits:   corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")},
+			Requests: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("4")},
+		}, 1},
+		{"every GPU resource, not CPU", corev1.ResourceRequirements{Limits: corev1.ResourceList{
+			"nvidia.com/gpu": resource.MustParse("2"), "nvidia.com/mig-1g.5gb-gpu": resource.MustParse("1"), corev1.ResourceCPU: resource.MustParse("16"),
+		}}, 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := GPUs(tt.r); got != tt.want {
+				t.Errorf("GPUs = %d, want %d", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseStage(t *testing.T) {
+	tests := []struct {
+		in   string
+		want stage.Stage
+		ok   bool
+	}{
+		{"Training", stage.Training, true},
+		{"complete", stage.Complete, true},
+		{"SUSPENDED", stage.Suspended, true},
+		{"Running", "", false},
+		{"", "", false},
+	}
+	for _, tt := range tests {
+		got, ok := ParseStage(tt.in)
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("ParseStage(%q) = %q, %v; want %q, %v", tt.in, got, ok, tt.want, tt.ok)
+		}
+	}
+}
+
+func condition(typ, reason string, at time.Time) metav1.Condition {
+	return metav1.Condition{Type: typ, Status: metav1.ConditionTrue, Reason: reason, LastTransitionTime: metav1.NewTime(at)}
+}
+
+// TestTable: the columns and cells of `list`: PROGRESS only when a TrainJob reports progress (or -w, where
+// one may start to), REASON the reason of the condition behind the stage, DURATION until the end.
+func TestTable(t *testing.T) {
+	now := created.Add(2 * time.Hour)
+	complete := trainJob("done", trainer.ClusterTrainingRuntimeKind, "cluster", func(tj *trainer.TrainJob) {
+		tj.Status.Conditions = []metav1.Condition{condition(trainer.TrainJobComplete, "AllJobsCompleted", created.Add(90*time.Minute))}
+	})
+	training := trainJob("run", trainer.TrainingRuntimeKind, "local", func(tj *trainer.TrainJob) {
+		tj.Status.JobsStatus = []trainer.JobStatus{{Name: trainer.Node, Ready: ptr.To[int32](3)}}
+		tj.Status.TrainerStatus = &trainer.TrainerStatus{ProgressPercentage: ptr.To[int32](40), EstimatedRemainingSeconds: ptr.To[int32](600)}
+	})
+	names := func(cols []metav1.TableColumnDefinition) []string {
+		var out []string
+		for _, c := range cols {
+			out = append(out, c.Name)
+		}
+		return out
+	}
+	tests := []struct {
+		name    string
+		watch   bool
+		items   []trainer.TrainJob
+		columns []string
+		rows    [][]any
+	}{
+		{
+			name:    "no progress reported: no PROGRESS column",
+			items:   []trainer.TrainJob{complete},
+			columns: []string{"Name", "Stage", "Runtime", "Nodes", "GPUs", "Age", "Reason", "ETA", "Duration"},
+			rows:    [][]any{{"done", "Complete", "cluster", "2", "8", "120m", "AllJobsCompleted", "-", "90m"}},
+		},
+		{
+			name:    "-w: PROGRESS, which may come",
+			watch:   true,
+			items:   []trainer.TrainJob{complete},
+			columns: []string{"Name", "Stage", "Runtime", "Nodes", "GPUs", "Progress", "Age", "Reason", "ETA", "Duration"},
+			rows:    [][]any{{"done", "Complete", "cluster", "2", "8", "-", "120m", "AllJobsCompleted", "-", "90m"}},
+		},
+		{
+			name:    "one TrainJob reports progress: PROGRESS for all",
+			items:   []trainer.TrainJob{complete, training},
+			columns: []string{"Name", "Stage", "Runtime", "Nodes", "GPUs", "Progress", "Age", "Reason", "ETA", "Duration"},
+			rows: [][]any{
+				{"done", "Complete", "cluster", "2", "8", "-", "120m", "AllJobsCompleted", "-", "90m"},
+				{"run", "Training", "trainingruntime/local", "3", "3", "40%", "120m", "-", "10m", "120m"},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := &ListOptions{Clock: clocktesting.NewFakePassiveClock(now), Watch: tt.watch}
+			table := o.table(context.Background(), newRuntimeDefaults(runtimes()), tt.items)
+			if diff := cmp.Diff(tt.columns, names(table.ColumnDefinitions)); diff != "" {
+				t.Errorf("columns (-want +got):\n%s", diff)
+			}
+			var rows [][]any
+			for _, r := range table.Rows {
+				rows = append(rows, r.Cells)
+			}
+			if diff := cmp.Diff(tt.rows, rows); diff != "" {
+				t.Errorf("rows (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name    string
+		o       ListOptions
+		wantErr string
+	}{
+		{"defaults", ListOptions{}, ""},
+		{"selectors", ListOptions{LabelSelector: "team in (a,b)", FieldSelector: "metadata.name=x", ChunkSize: 10}, ""},
+		{"bad label selector", ListOptions{LabelSelector: "a in"}, `invalid label selector "a in"`},
+		{"bad field selector", ListOptions{FieldSelector: "a"}, `invalid field selector "a"`},
+		{"negative chunk size", ListOptions{ChunkSize: -1}, "--chunk-size must be 0 or more, not -1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.o.Validate()
+			got := ""
+			if err != nil {
+				got = err.Error()
+			}
+			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.HasPrefix(got, tt.wantErr)) {
+				t.Errorf("Validate() = %v, want %q", err, tt.wantErr)
+			}
+		})
+	}
+}

@@ -1,0 +1,147 @@
+package optest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/controller"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
+)
+
+// A test that a thing does NOT happen must first show that the operator
+// has processed what could have made it happen; silence for a while only
+// shows that a slow operator has not done it yet. Two barriers serve:
+//
+//   - Builds: the resourceVersions of a TrainJob that the Build phase of an
+//     in-process operator has run on, recorded by a probe plugin. It proves,
+//     per object, that a reconcile saw a given version.
+//   - Settled: the TrainJob controllers of the test process have no reconcile
+//     running and none ready in their queues. Every event handed to the
+//     controller before has then been reconciled to the end.
+
+// ProbeName is the name of the probe plugin that Registry adds after the
+// project's plugins.
+const ProbeName = "test-build-probe"
+
+// probe is an EnforcePodSpec plugin that changes nothing and records the
+// TrainJob it runs on. The Build phase runs at every reconcile of a
+// TrainJob that has not finished, and only there.
+type probe struct{}
+
+var _ pipeline.EnforcePodSpecPlugin = probe{}
+
+func (probe) Name() string { return ProbeName }
+
+func (probe) EnforcePodSpec(_ *pipeline.RuntimeInfo, tj *trainer.TrainJob) error {
+	builds.record(tj)
+	return nil
+}
+
+func newProbe(context.Context, pipeline.Handle) (pipeline.Plugin, error) { return probe{}, nil }
+
+type buildLog struct {
+	mu   sync.Mutex
+	seen map[types.NamespacedName][]string
+}
+
+var builds = &buildLog{seen: map[types.NamespacedName][]string{}}
+
+func (b *buildLog) record(tj *trainer.TrainJob) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	key := types.NamespacedName{Namespace: tj.Namespace, Name: tj.Name}
+	b.seen[key] = append(b.seen[key], tj.ResourceVersion)
+}
+
+// Builds returns the resourceVersions of the TrainJob key that the Build
+// phase of an in-process operator has run on, in the order it ran.
+func Builds(key client.ObjectKey) []string {
+	builds.mu.Lock()
+	defer builds.mu.Unlock()
+	return slices.Clone(builds.seen[key])
+}
+
+// BuiltVersion is nil once the Build phase has run on the TrainJob key at
+// resourceVersion rv: a reconcile has seen that version.
+func BuiltVersion(key client.ObjectKey, rv string) error {
+	if got := Builds(key); !slices.Contains(got, rv) {
+		return fmt.Errorf("TrainJob %s: no Build at resourceVersion %s (Builds at %v)", key, rv, got)
+	}
+	return nil
+}
+
+// trainJobControllerIdle is nil when the TrainJob controllers of the test
+// process have no reconcile running (controller_runtime_active_workers) and
+// no request ready in their queues (workqueue_depth; a request waiting for
+// its RequeueAfter or back-off is not counted). The metrics live in
+// controller-runtime's process-wide registry, summed over the operators
+// the process runs: idle means idle in all of them.
+func trainJobControllerIdle() error {
+	families, err := crmetrics.Registry.Gather()
+	if err != nil {
+		return err
+	}
+	var active, queued float64
+	for _, mf := range families {
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			switch {
+			case mf.GetName() == "controller_runtime_active_workers" && labels["controller"] == controller.TrainJobControllerName:
+				active += m.GetGauge().GetValue()
+			case mf.GetName() == "workqueue_depth" && labels["name"] == controller.TrainJobControllerName:
+				queued += m.GetGauge().GetValue()
+			}
+		}
+	}
+	if active != 0 || queued != 0 {
+		return fmt.Errorf("the TrainJob controller runs %v reconciles and has %v queued", active, queued)
+	}
+	return nil
+}
+
+// Settled waits until the TrainJob controllers of the test process are idle
+// at two polls in a row, Interval apart. A worker takes a request off the
+// queue a few instructions before it counts itself active; a request in
+// that gap at the first poll is counted at the second, or done. So every
+// request queued before Settled was called has been reconciled to the end
+// when it returns.
+//
+// It proves nothing about events not yet queued: call it once something
+// positive shows that the events that matter have reached the controller
+// (the cache holds the version that caused them, a TrainJob created after
+// them was built: the controller queues the events of one informer in the
+// order it delivers them, first in first out).
+func Settled(t testing.TB) {
+	t.Helper()
+	if err := Poll(t.Context(), Timeout, settled()); err != nil {
+		t.Fatalf("the TrainJob controller settles: %v", err)
+	}
+}
+
+// settled is a Poll condition true at the second of two idle polls in a row.
+func settled() func(context.Context) error {
+	idleBefore := false
+	return func(context.Context) error {
+		if err := trainJobControllerIdle(); err != nil {
+			idleBefore = false
+			return err
+		}
+		if !idleBefore {
+			idleBefore = true
+			return errors.New("idle at one poll; polling again")
+		}
+		return nil
+	}
+}
