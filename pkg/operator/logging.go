@@ -10,8 +10,7 @@ import (
 // it writes a line, not when they are added. controller-runtime adds the
 // controller, the object and the reconcile ID to the logger of every
 // reconcile and of every webhook request, and most of them write no line:
-// encoding those values at once took a buffer each time, 7 % of what the
-// operator allocated in make bench.
+// encoding those values at once took a buffer each time, for nothing.
 func lazyValues() zap.Opts {
 	return zap.RawZapOpts(uberzap.WrapCore(func(c zapcore.Core) zapcore.Core { return lazyCore{c} }))
 }

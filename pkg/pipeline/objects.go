@@ -48,8 +48,7 @@ func NameSuffix(suffix string) predicate.Predicate {
 // Owns watches the objects of obj's kind that a TrainJob controls, and
 // wakes the controller for that TrainJob, as the builder's Owns does. The
 // builder's asks the RESTMapper whether the owner's kind is namespaced at
-// each event of each owned object (7 % of the operator's allocations in
-// make bench); a TrainJob always is.
+// each event of each owned object; a TrainJob always is.
 func Owns(b *builder.Builder, obj client.Object, opts ...builder.WatchesOption) *builder.Builder {
 	return b.Watches(obj, handler.EnqueueRequestsFromMapFunc(ControllingTrainJob), opts...)
 }

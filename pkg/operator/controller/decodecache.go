@@ -9,9 +9,8 @@ import (
 
 // decodingCache decodes each distinct content once. The TrainJobs of a
 // runtime share the content of their snapshots (the runtime as it was), and
-// every reconcile reads its snapshot: decoding its YAML was 15 % of the
-// operator's CPU in make bench, a deep copy of the decoded object is a
-// fraction of that. It caches only decodes without defaults or target.
+// every reconcile reads its snapshot: decoding its YAML costs far more
+// than a deep copy of the decoded object. It caches only decodes without defaults or target.
 type decodingCache struct {
 	decoder runtime.Decoder
 	decoded runtimes.Versions[string, decoded]

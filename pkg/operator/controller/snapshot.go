@@ -103,8 +103,8 @@ func encodeSnapshot(scheme *runtime.Scheme, rt *pipeline.Runtime) (string, error
 }
 
 // encodingCache encodes each version of a runtime once: the TrainJobs of a
-// runtime all take a snapshot of it, and its YAML was 8 % of the operator's
-// CPU in make bench. A version is the runtime's kind, UID and
+// runtime all take a snapshot of it, and encoding its YAML each time would
+// repeat the same work. A version is the runtime's kind, UID and
 // resourceVersion, which the API server changes with any change of it.
 type encodingCache struct {
 	encoded runtimes.Versions[encodedKey, string]

@@ -178,8 +178,8 @@ func (j *JobSet) Build(ctx context.Context, info *pipeline.RuntimeInfo, trainJob
 // setDefaults sets what JobSet (v0.12) defaults when it is left out — its
 // defaulting webhook, and the CRD's schema for groupName — so that the JobSet
 // is created as it is stored: the webhook has nothing to change, and the API
-// server no patch to apply and decode again (2–3 % of its CPU for a
-// TrainJob, make bench). Render shows the JobSet as it will be.
+// server no patch to apply and decode again at every create. Render shows
+// the JobSet as it will be.
 func setDefaults(spec *jobsetv1alpha2.JobSetSpec) {
 	if spec.SuccessPolicy == nil {
 		spec.SuccessPolicy = &jobsetv1alpha2.SuccessPolicy{Operator: jobsetv1alpha2.OperatorAll}
