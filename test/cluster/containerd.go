@@ -172,7 +172,7 @@ func (d *Containerd) removeContainers(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 		for _, id := range strings.Fields(string(tasks)) {
-			if _, err := d.Ctr(ctx, "--namespace", ns, "tasks", "delete", "--force", id); err != nil {
+			if _, err := d.Ctr(ctx, "--namespace", ns, "tasks", "delete", "--force", id); err != nil && !gone(err) {
 				errs = append(errs, err)
 			}
 		}
@@ -181,13 +181,17 @@ func (d *Containerd) removeContainers(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 		for _, id := range strings.Fields(string(containers)) {
-			if _, err := d.Ctr(ctx, "--namespace", ns, "containers", "delete", id); err != nil {
+			if _, err := d.Ctr(ctx, "--namespace", ns, "containers", "delete", id); err != nil && !gone(err) {
 				errs = append(errs, err)
 			}
 		}
 	}
 	return errors.Join(errs...)
 }
+
+// gone tells whether ctr failed because the task or container was already gone: the kubelet may delete it
+// between the list and the delete.
+func gone(err error) bool { return strings.Contains(err.Error(), "not found") }
 
 // inNetns returns the command line that runs name with args in the network namespace netns (a path), or
 // in this process's when netns is empty. nsenter enters only the network namespace and then execs, so the
