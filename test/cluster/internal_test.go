@@ -4,6 +4,8 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -127,5 +129,47 @@ func TestAlive(t *testing.T) {
 	}
 	if alive(pid) {
 		t.Errorf("reaped child %d counts as alive", pid)
+	}
+}
+
+// TestFreePortReserves: a port freePort hands out is below the ephemeral range and reserved for this
+// process; a reservation of a running process is respected, one of a process that is gone is taken over.
+func TestFreePortReserves(t *testing.T) {
+	portDir = t.TempDir()
+	port, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if port < portRangeFirst || port > portRangeLast {
+		t.Errorf("port %d outside %d–%d", port, portRangeFirst, portRangeLast)
+	}
+	if reservePort(port) {
+		t.Errorf("port %d reserved twice by one process", port)
+	}
+	done := exec.Command("true")
+	if err := done.Run(); err != nil {
+		t.Fatal(err)
+	}
+	alive := exec.Command("sleep", "60")
+	if err := alive.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = alive.Process.Kill(); _ = alive.Wait() })
+	for _, tc := range []struct {
+		name string
+		port int
+		pid  int
+		want bool
+	}{
+		{"held by a running process", port + 1, alive.Process.Pid, false},
+		{"held by a process that is gone", port + 2, done.Process.Pid, true},
+	} {
+		p := tc.port
+		if err := os.WriteFile(filepath.Join(portDir, strconv.Itoa(p)), []byte(strconv.Itoa(tc.pid)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if got := reservePort(p); got != tc.want {
+			t.Errorf("%s: reservePort = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

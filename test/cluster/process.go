@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -186,12 +188,63 @@ func tlsServing(ctx context.Context, addr string) (bool, error) {
 	return true, conn.Close()
 }
 
-// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+// Ports for the programs that take a port number, not a listener (kube-controller-manager, kube-scheduler,
+// KWOK). A port the kernel picked for a listener and that was closed again can be handed out at once as the
+// local port of an outgoing connection, or to another test package running at the same time, before the
+// program binds it. So these ports come from below the kernel's ephemeral range (32768–60999 by default),
+// which no outgoing connection takes, and each is reserved across the processes of this machine by a file
+// created exclusively in portDir, holding the reserving process's id; a reservation whose process is gone is
+// taken over.
+const (
+	portRangeFirst = 20000
+	portRangeLast  = 32767
+)
+
+var portDir = filepath.Join(os.TempDir(), "trainjob-ports")
+
+// freePort returns a TCP port on 127.0.0.1, free now and reserved for this process.
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	if err := os.MkdirAll(portDir, 0o755); err != nil {
 		return 0, err
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	for range 1000 {
+		port := portRangeFirst + rand.IntN(portRangeLast-portRangeFirst+1)
+		if !reservePort(port) {
+			continue
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			continue // another program has it; the reservation stays, unused
+		}
+		if err := l.Close(); err != nil {
+			return 0, err
+		}
+		return port, nil
+	}
+	return 0, fmt.Errorf("no free port in %d–%d", portRangeFirst, portRangeLast)
+}
+
+// reservePort reserves port for this process unless a running process holds it.
+func reservePort(port int) bool {
+	path := filepath.Join(portDir, strconv.Itoa(port))
+	for range 2 {
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if err == nil {
+			_, werr := fmt.Fprint(f, os.Getpid())
+			return errors.Join(werr, f.Close()) == nil
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return false
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+		if err != nil || pid == os.Getpid() || syscall.Kill(pid, 0) == nil {
+			return false
+		}
+		// The process that reserved it is gone: take the reservation over, once.
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return false
+		}
+	}
+	return false
 }
