@@ -161,22 +161,15 @@ func (s *Stack) waitOperator(ctx context.Context) error {
 
 // RestartOperator stops the operator as the kubelet would and runs it again with the same command line,
 // its output appended to the same log, and returns once it is ready and its webhooks admit again.
-func (s *Stack) RestartOperator(ctx context.Context) error {
-	if err := s.Operator.Stop(); err != nil {
-		return err
-	}
-	o, err := s.Operator.rerun()
-	if err != nil {
-		return err
-	}
-	s.Operator = o
-	return s.waitOperator(ctx)
-}
+func (s *Stack) RestartOperator(ctx context.Context) error { return s.rerunAfter(ctx, s.Operator.Stop) }
 
-// KillOperator kills the operator with SIGKILL (a crash: no graceful shutdown, no lease released), runs it
-// again with the same command line, and returns once it is ready and its webhooks admit again.
-func (s *Stack) KillOperator(ctx context.Context) error {
-	if err := s.Operator.kill(); err != nil {
+// KillOperator kills the operator with SIGKILL (a crash: no graceful shutdown, no lease released), then
+// runs it again as RestartOperator does.
+func (s *Stack) KillOperator(ctx context.Context) error { return s.rerunAfter(ctx, s.Operator.kill) }
+
+// rerunAfter ends the operator with end, runs its command line again and waits until it is ready.
+func (s *Stack) rerunAfter(ctx context.Context, end func() error) error {
+	if err := end(); err != nil {
 		return err
 	}
 	o, err := s.Operator.rerun()
