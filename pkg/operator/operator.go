@@ -119,6 +119,11 @@ func New(ctx context.Context, opts Options) (*Operator, error) {
 			// once; the process-wide uniqueness check would only forbid
 			// running two operators in one process, as tests do.
 			SkipNameValidation: ptr.To(true),
+			// A replica that does not lead fills its caches all the same,
+			// so that when the leader dies the next one reconciles as soon
+			// as it takes the Lease, not after listing every TrainJob and
+			// child first.
+			EnableWarmup: ptr.To(true),
 		},
 	})
 	if err != nil {

@@ -2,10 +2,7 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
@@ -13,8 +10,6 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 
@@ -27,49 +22,14 @@ const trainJobController = "trainjob_controller"
 // operatorMetrics are the operator's Prometheus metrics at one moment.
 type operatorMetrics map[string]*dto.MetricFamily
 
-// scrape reads the operator's /metrics (HTTPS with its self-signed certificate, or HTTP).
+// scrape reads the operator's /metrics.
 func scrape(ctx context.Context, op *stack.Operator) (operatorMetrics, error) {
-	addr := op.Config.Metrics.BindAddress
-	scheme := "https"
-	if op.Config.Metrics.SecureServing != nil && !*op.Config.Metrics.SecureServing {
-		scheme = "http"
-	}
-	// Only who may get /metrics reads it: the stack's token of ClusterRole kubectl-trainjob-metrics-reader.
-	body, err := getWith(ctx, insecureClient, scheme+"://"+addr+"/metrics", "Authorization", "Bearer "+op.MetricsToken)
-	if err != nil {
-		return nil, err
-	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	return parser.TextToMetricFamilies(strings.NewReader(string(body)))
+	m, err := op.Metrics(ctx)
+	return operatorMetrics(m), err
 }
 
-// insecureClient reads the operator's endpoints, served with a certificate it made itself.
-var insecureClient = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the operator's self-signed certificate
-
-func get(ctx context.Context, url string) ([]byte, error) { return getWith(ctx, insecureClient, url) }
-
-// getWith GETs url with client hc and the given header names and values, and returns the body of a 200 answer.
-func getWith(ctx context.Context, hc *http.Client, url string, header ...string) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, err
-	}
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: %d %s", url, resp.StatusCode, strings.TrimSpace(string(body)))
-	}
-	return body, nil
+func get(ctx context.Context, url string) ([]byte, error) {
+	return stack.Get(ctx, stack.InsecureClient, url)
 }
 
 // sum adds the values of the family's samples whose labels include labels; a missing family is 0.
@@ -228,7 +188,7 @@ func (b *bench) apiServerCPU(ctx context.Context, seconds int, path string) (str
 	if err != nil {
 		return "", err
 	}
-	data, err := getWith(ctx, hc, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", strings.TrimSuffix(b.cluster.Config.Host, "/"), seconds))
+	data, err := stack.Get(ctx, hc, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", strings.TrimSuffix(b.cluster.Config.Host, "/"), seconds))
 	if err != nil {
 		return "", err
 	}

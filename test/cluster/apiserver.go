@@ -3,9 +3,11 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -139,4 +141,48 @@ func kwokLogsCRD() (*apiextensionsv1.CustomResourceDefinition, error) {
 		return nil, fmt.Errorf("kwok Logs CRD: %w", err)
 	}
 	return crd, nil
+}
+
+// RestartAPIServer stops kube-apiserver (SIGTERM: it drains and exits, as in an upgrade), keeps it down for
+// down, and starts it again with the same flags, certificates, port and etcd; it returns once it is healthy.
+// Clients keep working afterwards: the serving and client CAs are kept.
+func (c *Cluster) RestartAPIServer(ctx context.Context, down time.Duration) error {
+	api := c.env.ControlPlane.APIServer
+	return c.restart(ctx, "kube-apiserver", down, api.Stop, func(log io.Writer) error {
+		api.Out, api.Err = log, log
+		return api.Start()
+	})
+}
+
+// RestartEtcd stops etcd, keeps it down for down while kube-apiserver runs on without its storage, and starts
+// it again on the same data and address; it returns once etcd is healthy (the API server reconnects by itself).
+func (c *Cluster) RestartEtcd(ctx context.Context, down time.Duration) error {
+	etcd := c.env.ControlPlane.Etcd
+	return c.restart(ctx, "etcd", down, etcd.Stop, func(log io.Writer) error {
+		etcd.Out, etcd.Err = log, log
+		return etcd.Start()
+	})
+}
+
+// restart stops a component, waits out the outage and starts it again, its output appended to its log.
+func (c *Cluster) restart(ctx context.Context, name string, down time.Duration, stop func() error, start func(io.Writer) error) error {
+	// A component that does not finish its shutdown in time is killed by envtest, which then reports it: it
+	// is down either way, as the fault asks.
+	stopErr := stop()
+	outage := time.NewTimer(down)
+	defer outage.Stop()
+	select {
+	case <-ctx.Done():
+	case <-outage.C:
+	}
+	// Started again even when ctx ended, so that the cluster can still be stopped cleanly.
+	log, err := os.OpenFile(filepath.Join(c.LogDir, name+".log"), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return err
+	}
+	defer log.Close() // the process has its own copy
+	if err := start(log); err != nil {
+		return fmt.Errorf("start %s again: %w (its stop: %v)", name, err, stopErr)
+	}
+	return ctx.Err()
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -111,4 +112,26 @@ func crdNames(t *testing.T, dirs []string) []string {
 	}
 	slices.Sort(names)
 	return names
+}
+
+// TestRestarts: kube-apiserver and etcd stop and start again; what was stored is still there, and the
+// administrator's client works on without a new kubeconfig.
+func TestRestarts(t *testing.T) {
+	c := cluster.StartForTest(t, cluster.Options{Profile: cluster.ProfileAPI})
+	cl := newClient(t, c)
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "restarts-"}}
+	if err := cl.Create(t.Context(), ns); err != nil {
+		t.Fatal(err)
+	}
+	for name, restart := range map[string]func(context.Context, time.Duration) error{
+		"kube-apiserver": c.RestartAPIServer,
+		"etcd":           c.RestartEtcd,
+	} {
+		if err := restart(t.Context(), time.Second); err != nil {
+			t.Fatalf("restart %s: %v", name, err)
+		}
+		eventually(t, "the namespace after a restart of "+name, func(ctx context.Context) (bool, error) {
+			return cl.Get(ctx, client.ObjectKeyFromObject(ns), &corev1.Namespace{}) == nil, nil
+		})
+	}
 }

@@ -5,10 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -38,15 +42,24 @@ type Options struct {
 	Logf func(format string, args ...any)
 	// ExtraArgs are appended to the operator's command line (e.g. --pprof-bind-address=127.0.0.1:6060).
 	ExtraArgs []string
+	// Replicas is how many operator processes run, as the Deployment's replicas (default 1). With more than
+	// one, the webhooks are reached through a stand-in for the webhook Service that spreads connections over
+	// the ready replicas, and leader election picks the one that reconciles.
+	Replicas int
 }
 
 // Stack is the product installed on a running local cluster.
 type Stack struct {
 	Cluster *cluster.Cluster
 	// Client is a client of the cluster's administrator with the project's scheme.
-	Client   client.Client
+	Client client.Client
+	// Operator is the first replica; Replicas are all of them.
 	Operator *Operator
+	Replicas []*Operator
 
+	// mu guards Replicas against the webhook Service's reads while a replica is run again.
+	mu          sync.Mutex
+	service     *service
 	stopVolumes context.CancelFunc
 }
 
@@ -85,9 +98,19 @@ func Up(ctx context.Context, c *cluster.Cluster, opts Options) (s *Stack, err er
 	if err != nil {
 		return s, err
 	}
-	ports, err := freeOperatorPorts()
-	if err != nil {
-		return s, err
+	replicas := max(opts.Replicas, 1)
+	ports := make([]operatorPorts, replicas)
+	for i := range ports {
+		if ports[i], err = freeOperatorPorts(); err != nil {
+			return s, err
+		}
+	}
+	webhookPort := ports[0].webhook
+	if replicas > 1 {
+		if s.service, err = startService(s.readyWebhooks); err != nil {
+			return s, err
+		}
+		webhookPort = s.service.port()
 	}
 	var install []*unstructured.Unstructured
 	for _, u := range objs {
@@ -95,7 +118,7 @@ func Up(ctx context.Context, c *cluster.Cluster, opts Options) (s *Stack, err er
 		case "Deployment":
 			continue // runs as a process
 		case "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration":
-			if err := webhooksByURL(u, ports.webhook); err != nil {
+			if err := webhooksByURL(u, webhookPort); err != nil {
 				return s, err
 			}
 		}
@@ -112,84 +135,188 @@ func Up(ctx context.Context, c *cluster.Cluster, opts Options) (s *Stack, err er
 		return s, err
 	}
 
-	lp, err := newLocalPod(filepath.Join(opts.Dir, "operator"), pod, objs)
-	if err != nil {
-		return s, err
-	}
-	cfg, err := localConfig(lp, pod, ports)
-	if err != nil {
-		return s, err
-	}
 	kubeconfig := filepath.Join(opts.Dir, "operator", "kubeconfig")
+	if err := os.MkdirAll(filepath.Dir(kubeconfig), 0o755); err != nil {
+		return s, err
+	}
 	if err := serviceAccountKubeconfig(ctx, c.Config, pod, kubeconfig); err != nil {
 		return s, err
 	}
 	if err := os.MkdirAll(opts.LogDir, 0o755); err != nil {
 		return s, err
 	}
-	if s.Operator, err = startOperator(opts.Binary, pod, lp, kubeconfig, filepath.Join(opts.LogDir, "operator.log"), cfg, opts.ExtraArgs); err != nil {
+	metricsToken, err := c.MetricsReaderToken(ctx)
+	if err != nil {
 		return s, err
 	}
-	logf("operator started: %v", s.Operator.Args)
-	if s.Operator.MetricsToken, err = c.MetricsReaderToken(ctx); err != nil {
-		return s, err
+	for i := range replicas {
+		// The first replica keeps the names a single operator has always had.
+		name := "operator"
+		if i > 0 {
+			name = fmt.Sprintf("operator-%d", i)
+		}
+		lp, err := newLocalPod(filepath.Join(opts.Dir, name), pod, objs)
+		if err != nil {
+			return s, err
+		}
+		cfg, err := localConfig(lp, pod, ports[i])
+		if err != nil {
+			return s, err
+		}
+		o, err := startOperator(opts.Binary, pod, lp, kubeconfig, filepath.Join(opts.LogDir, name+".log"), cfg, opts.ExtraArgs)
+		if o != nil {
+			o.MetricsToken = metricsToken
+			s.mu.Lock()
+			s.Replicas = append(s.Replicas, o)
+			s.mu.Unlock()
+		}
+		if err != nil {
+			return s, err
+		}
+		logf("operator started: %v", o.Args)
 	}
-	if err := s.waitOperator(ctx); err != nil {
-		return s, err
+	s.Operator = s.Replicas[0]
+	for i := range s.Replicas {
+		if err := s.waitReplica(ctx, i); err != nil {
+			return s, err
+		}
 	}
 	return s, nil
 }
 
-// waitOperator polls until the operator is ready and its webhooks admit, failing at once if it exits.
-func (s *Stack) waitOperator(ctx context.Context) error {
+// waitReplica polls until replica i is ready and the webhooks admit, failing at once if it exits.
+func (s *Stack) waitReplica(ctx context.Context, i int) error {
+	o := s.replica(i)
 	var last error
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, operatorReadyTimeout, true, func(ctx context.Context) (bool, error) {
-		if err := s.Operator.Exited(); err != nil {
+		if err := o.Exited(); err != nil {
 			return false, err
 		}
-		if last = s.Operator.ready(ctx); last != nil {
+		if last = o.ready(ctx); last != nil {
 			return false, nil
 		}
 		last = webhooksAdmit(ctx, s.Client)
 		return last == nil, nil
 	})
 	if err != nil && last != nil {
-		return fmt.Errorf("the operator is not ready after %v: %w (log: %s)", operatorReadyTimeout, last, s.Operator.LogPath)
+		return fmt.Errorf("the operator is not ready after %v: %w (log: %s)", operatorReadyTimeout, last, o.LogPath)
 	}
 	return err
 }
 
-// RestartOperator stops the operator as the kubelet would and runs it again with the same command line,
+func (s *Stack) replica(i int) *Operator {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.Replicas[i]
+}
+
+// RestartOperator stops the first replica as the kubelet would and runs it again with the same command line,
 // its output appended to the same log, and returns once it is ready and its webhooks admit again.
-func (s *Stack) RestartOperator(ctx context.Context) error { return s.rerunAfter(ctx, s.Operator.Stop) }
+func (s *Stack) RestartOperator(ctx context.Context) error {
+	return s.rerunAfter(ctx, 0, (*Operator).Stop)
+}
 
-// KillOperator kills the operator with SIGKILL (a crash: no graceful shutdown, no lease released), then
+// KillOperator kills the first replica with SIGKILL (a crash: no graceful shutdown, no lease released), then
 // runs it again as RestartOperator does.
-func (s *Stack) KillOperator(ctx context.Context) error { return s.rerunAfter(ctx, s.Operator.kill) }
+func (s *Stack) KillOperator(ctx context.Context) error { return s.KillReplica(ctx, 0) }
 
-// rerunAfter ends the operator with end, runs its command line again and waits until it is ready.
-func (s *Stack) rerunAfter(ctx context.Context, end func() error) error {
-	if err := end(); err != nil {
+// KillReplica kills replica i with SIGKILL and runs it again, as the kubelet restarts a crashed container.
+func (s *Stack) KillReplica(ctx context.Context, i int) error {
+	return s.rerunAfter(ctx, i, (*Operator).kill)
+}
+
+// CrashReplica kills replica i with SIGKILL and leaves it down, until RestartExited runs it again.
+func (s *Stack) CrashReplica(i int) error { return s.replica(i).kill() }
+
+// RestartExited runs again every replica whose process has ended (killed, or exited by itself: an operator
+// that loses its leader election exits), as the kubelet restarts the Deployment's containers
+// (restartPolicy Always), and waits until they are ready. It returns how many it ran again.
+func (s *Stack) RestartExited(ctx context.Context) (int, error) {
+	n := 0
+	for i := range s.Replicas {
+		if s.replica(i).Exited() == nil {
+			continue
+		}
+		if err := s.rerunAfter(ctx, i, func(*Operator) error { return nil }); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+// rerunAfter ends replica i with end, runs its command line again and waits until it is ready.
+func (s *Stack) rerunAfter(ctx context.Context, i int, end func(*Operator) error) error {
+	old := s.replica(i)
+	if err := end(old); err != nil {
 		return err
 	}
-	o, err := s.Operator.rerun()
+	o, err := old.rerun()
 	if err != nil {
 		return err
 	}
-	s.Operator = o
-	return s.waitOperator(ctx)
+	s.mu.Lock()
+	s.Replicas[i] = o
+	if i == 0 {
+		s.Operator = o
+	}
+	s.mu.Unlock()
+	return s.waitReplica(ctx, i)
+}
+
+// Leader is the index of the replica that holds the leader election, from each replica's own metric.
+func (s *Stack) Leader(ctx context.Context) (int, error) {
+	leader := -1
+	for i := range s.Replicas {
+		o := s.replica(i)
+		if o.Exited() != nil {
+			continue
+		}
+		leads, err := o.Leads(ctx)
+		if err != nil {
+			return -1, err
+		}
+		if leads {
+			if leader >= 0 {
+				return -1, fmt.Errorf("replicas %d and %d both lead", leader, i)
+			}
+			leader = i
+		}
+	}
+	if leader < 0 {
+		return -1, errors.New("no replica leads")
+	}
+	return leader, nil
+}
+
+// readyWebhooks are the webhook addresses of the replicas that run and pass their readiness probe: the
+// endpoints of the webhook Service.
+func (s *Stack) readyWebhooks(ctx context.Context) []string {
+	s.mu.Lock()
+	replicas := slices.Clone(s.Replicas)
+	s.mu.Unlock()
+	var addrs []string
+	for _, o := range replicas {
+		if o.Exited() == nil && o.ready(ctx) == nil {
+			addrs = append(addrs, net.JoinHostPort(o.Config.Webhook.Host, strconv.Itoa(int(*o.Config.Webhook.Port))))
+		}
+	}
+	return addrs
 }
 
 // Down stops the operator and the volume binder; the cluster is the caller's to stop.
 func (s *Stack) Down() error {
-	var err error
-	if s.Operator != nil {
-		err = s.Operator.Stop()
+	var errs []error
+	for i := range s.Replicas {
+		errs = append(errs, s.replica(i).Stop())
+	}
+	if s.service != nil {
+		s.service.close()
 	}
 	if s.stopVolumes != nil {
 		s.stopVolumes()
 	}
-	return err
+	return errors.Join(errs...)
 }
 
 // Binary returns the kubectl-trainjob binary to run: $KUBECTL_TRAINJOB_BIN, else one built from the
