@@ -48,7 +48,10 @@ type TrainJobReconciler struct {
 	// applier is the one write path: the children and the status.
 	applier *apply.Applier
 	stages  *stageClock
-	now     func() time.Time
+	// conflicts remembers since when each TrainJob's writes have kept
+	// meeting other writers'.
+	conflicts *conflictRuns
+	now       func() time.Time
 }
 
 // eventRecorder records the TrainJob controller's Events.
@@ -67,6 +70,7 @@ func NewTrainJobReconciler(mgr manager.Manager, fw *pipeline.Framework) *TrainJo
 		snapshots: newSnapshots(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetScheme()),
 		applier:   apply.New(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetScheme(), mgr.GetConfig(), mgr.GetHTTPClient()),
 		stages:    &stageClock{seen: map[types.NamespacedName]stageSince{}},
+		conflicts: newConflictRuns(),
 		now:       time.Now,
 	}
 }
@@ -115,6 +119,7 @@ func (r *TrainJobReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 		if apierrors.IsNotFound(err) {
 			r.stages.forget(req.NamespacedName)
 			r.applier.Forget(req.NamespacedName)
+			r.conflicts.end(req.NamespacedName)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
@@ -204,12 +209,24 @@ func (r *TrainJobReconciler) build(ctx context.Context, u *statusUpdate) buildOu
 		u.warn(ReasonResourcesCreationFailed, ActionReconciling, resourcesCreationFailedPrefix+eventNote(err.Error()))
 		return buildOutcome{err: err}
 	}
-	switch err := r.applier.Ensure(ctx, tj, objs); {
+	err = r.applier.Ensure(ctx, tj, objs)
+	key := types.NamespacedName{Namespace: tj.Namespace, Name: tj.Name}
+	if !apierrors.IsConflict(err) {
+		r.conflicts.end(key)
+	}
+	switch {
 	case errors.As(err, &notControlled):
 		return r.notControlled(u, notControlled)
 	case apierrors.IsConflict(err):
-		log.FromContext(ctx).V(1).Info("A write met another writer's; retrying", "error", err.Error())
-		return buildOutcome{conflict: true}
+		since := r.conflicts.begin(key, u.now.Time)
+		if u.now.Sub(since) < persistentConflict {
+			log.FromContext(ctx).V(1).Info("A write met another writer's; retrying", "error", err.Error())
+			return buildOutcome{conflict: true}
+		}
+		err = fmt.Errorf("writes have met other writers' for %v: %w", u.now.Sub(since).Round(time.Second), err)
+		u.setCondition(trainer.TrainJobComponentsCreated, metav1.ConditionFalse, trainer.TrainJobJobsCreationFailedReason, ComponentsCreationFailedPrefix+err.Error())
+		u.warn(ReasonResourcesCreationFailed, ActionReconciling, resourcesCreationFailedPrefix+eventNote(err.Error()))
+		return buildOutcome{err: err}
 	case err != nil:
 		u.setCondition(trainer.TrainJobComponentsCreated, metav1.ConditionFalse, trainer.TrainJobJobsCreationFailedReason, ComponentsCreationFailedPrefix+err.Error())
 		u.warn(ReasonResourcesCreationFailed, ActionReconciling, resourcesCreationFailedPrefix+eventNote(err.Error()))
@@ -217,6 +234,42 @@ func (r *TrainJobReconciler) build(ctx context.Context, u *statusUpdate) buildOu
 	}
 	u.setCondition(trainer.TrainJobComponentsCreated, metav1.ConditionTrue, trainer.TrainJobJobsCreatedReason, ComponentsCreatedMessage)
 	return buildOutcome{built: len(objs) > 0, settled: true}
+}
+
+// persistentConflict is how long a TrainJob's writes may keep meeting other
+// writers' before it says so: one conflict is the normal race of two
+// writers, settled by the next reconcile; conflicts that go on are another
+// controller fighting over the same object, which the user must hear of.
+const persistentConflict = 30 * time.Second
+
+// conflictRuns remembers, per TrainJob, when its current run of write
+// conflicts began.
+type conflictRuns struct {
+	mu    sync.Mutex
+	since map[types.NamespacedName]time.Time
+}
+
+func newConflictRuns() *conflictRuns {
+	return &conflictRuns{since: map[types.NamespacedName]time.Time{}}
+}
+
+// begin notes a conflict at now and returns when the run of conflicts began.
+func (c *conflictRuns) begin(key types.NamespacedName, now time.Time) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	since, ok := c.since[key]
+	if !ok {
+		since = now
+		c.since[key] = now
+	}
+	return since
+}
+
+// end ends the run: the last write went through, or failed otherwise.
+func (c *conflictRuns) end(key types.NamespacedName) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.since, key)
 }
 
 // maxNotControlledWait bounds the wait between two looks at a name held by
