@@ -56,6 +56,7 @@ func Get(ctx context.Context, hc *http.Client, url string, header ...string) ([]
 	}
 	return body, nil
 }
+
 // Leads tells whether the operator holds its leader election, from controller-runtime's
 // leader_election_master_status of its Lease.
 func (o *Operator) Leads(ctx context.Context) (bool, error) {
