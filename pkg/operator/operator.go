@@ -123,7 +123,7 @@ func New(ctx context.Context, opts Options) (*Operator, error) {
 			// so that when the leader dies the next one reconciles as soon
 			// as it takes the Lease, not after listing every TrainJob and
 			// child first.
-			EnableWarmup: ptr.To(true),
+			EnableWarmup: ptr.To(ptr.Deref(cfg.Controller.Warmup, true)),
 		},
 	})
 	if err != nil {

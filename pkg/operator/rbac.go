@@ -7,11 +7,13 @@ package operator
 // with nothing else. Reads the controllers make from the cache need list and
 // watch only; get is granted where something reads the API server directly.
 
-// TrainJobs are read from the cache; the reconciler updates their status,
-// the status server applies trainers' reports to it (a patch).
+// TrainJobs are read from the cache, and live before a child of a TrainJob
+// built before is created again (is it being deleted?); the reconciler
+// updates their status, the status server applies trainers' reports to it
+// (a patch).
 // trainjobs/finalizers lets owner references with blockOwnerDeletion point
 // at a TrainJob (OwnerReferencesPermissionEnforcement).
-// +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainjobs,verbs=list;watch
+// +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainjobs,verbs=get;list;watch
 // +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainjobs/status,verbs=patch;update
 // +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainjobs/finalizers,verbs=update
 

@@ -56,6 +56,8 @@ type need struct {
 var needs = []need{
 	{group: "trainer.kubeflow.org", resources: []string{"trainjobs"}, verbs: []string{"list", "watch"},
 		code: []string{"pkg/operator/controller.TrainJobReconciler.SetupWithManager"}, why: "the TrainJob controller's cache"},
+	{group: "trainer.kubeflow.org", resources: []string{"trainjobs"}, verbs: []string{"get"},
+		code: []string{"pkg/operator/apply.Applier.ownerLive"}, why: "is a TrainJob built before being deleted, before its missing child is created again"},
 	{group: "trainer.kubeflow.org", resources: []string{"trainjobs/status"}, verbs: []string{"update"},
 		code: []string{"pkg/operator/apply.Applier.WriteStatus"}, why: "conditions and jobsStatus, written once per reconcile"},
 	{group: "trainer.kubeflow.org", resources: []string{"trainjobs/status"}, verbs: []string{"patch"},

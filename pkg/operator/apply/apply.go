@@ -27,6 +27,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 
@@ -94,15 +95,50 @@ func (a *Applier) Ensure(ctx context.Context, owner *trainer.TrainJob, objs []cl
 	// Once a reconcile has built, the objects may exist where the cache
 	// does not show them yet.
 	mayExist := meta.FindStatusCondition(owner.Status.Conditions, trainer.TrainJobComponentsCreated) != nil
+	ownerChecked := !mayExist
 	for _, obj := range objs {
-		if err := a.ensure(ctx, owner, obj, mayExist); err != nil {
+		err := a.ensure(ctx, owner, obj, mayExist, func() error {
+			if ownerChecked {
+				return nil
+			}
+			ownerChecked = true
+			return a.ownerLive(ctx, owner)
+		})
+		if err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (a *Applier) ensure(ctx context.Context, owner *trainer.TrainJob, obj client.Object, mayExist bool) error {
+// ErrOwnerDeleted reports a TrainJob that is being deleted, or is gone,
+// although the cache does not show it yet: its children are not created
+// again.
+var ErrOwnerDeleted = errors.New("the TrainJob is being deleted")
+
+// ownerLive is nil when owner, read from the API server, is still there and
+// not being deleted. It is asked before a child of a TrainJob built before
+// is created again: the child's deletion (by the garbage collector of a
+// TrainJob deleted in the foreground, say) may reach the operator before
+// the TrainJob's deletionTimestamp does, and a child created under a
+// terminating owner would hold up or outlive its deletion.
+func (a *Applier) ownerLive(ctx context.Context, owner *trainer.TrainJob) error {
+	live := &metav1.PartialObjectMetadata{}
+	live.SetGroupVersionKind(trainer.GroupVersion.WithKind(trainer.TrainJobKind))
+	switch err := a.live.Get(ctx, client.ObjectKeyFromObject(owner), live); {
+	case apierrors.IsNotFound(err):
+		return ErrOwnerDeleted
+	case err != nil:
+		return err
+	case live.UID != owner.UID || !live.DeletionTimestamp.IsZero():
+		return ErrOwnerDeleted
+	}
+	return nil
+}
+
+// ensure makes obj exist as built; before creating it, it asks creating
+// whether it may (see ownerLive).
+func (a *Applier) ensure(ctx context.Context, owner *trainer.TrainJob, obj client.Object, mayExist bool, creating func() error) error {
 	built, gvk, err := builtObject(a.scheme, obj, owner.Name)
 	if err != nil {
 		return &Error{Kind: fmt.Sprintf("%T", obj), Name: obj.GetName(), Err: err}
@@ -113,6 +149,9 @@ func (a *Applier) ensure(ctx context.Context, owner *trainer.TrainJob, obj clien
 		return fail(err)
 	}
 	if current == nil {
+		if err := creating(); err != nil {
+			return err
+		}
 		err := a.creates.create(ctx, built, gvk)
 		if err == nil {
 			remember(ctx, gvk, built)

@@ -1,10 +1,13 @@
 package apply
 
 import (
+	"errors"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
@@ -29,7 +32,7 @@ func TestWrittenOnlyCreates(t *testing.T) {
 		t.Fatal(err)
 	}
 	cache := fake.NewClientBuilder().WithScheme(s).Build()
-	live := fake.NewClientBuilder().WithScheme(s).WithObjects(existing).Build()
+	live := fake.NewClientBuilder().WithScheme(s).WithObjects(existing, owner.DeepCopy()).Build()
 	a := New(cache, live, s, nil, nil)
 
 	ctx := WithWritten(t.Context())
@@ -43,5 +46,32 @@ func TestWrittenOnlyCreates(t *testing.T) {
 	got := &corev1.ConfigMap{}
 	if !Written(ctx, gvk, client.ObjectKey{Namespace: "ns", Name: "alpha-new"}, got) || got.Data["hostfile"] != "a slots=1\n" {
 		t.Errorf("the created object is not served to the plugins: %+v", got)
+	}
+}
+
+// TestNotCreatedUnderDeletedOwner: a missing child of a TrainJob built
+// before is not created again when the API server says the TrainJob is
+// being deleted or gone, though the cache does not show it yet.
+func TestNotCreatedUnderDeletedOwner(t *testing.T) {
+	s := scheme.New()
+	owner := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Name: "alpha", Namespace: "ns", UID: "uid-1"}}
+	owner.Status.Conditions = []metav1.Condition{{Type: trainer.TrainJobComponentsCreated, Status: metav1.ConditionTrue}}
+	deleting := owner.DeepCopy()
+	deleting.Finalizers = []string{"example.com/hold"}
+	deleting.DeletionTimestamp = ptr.To(metav1.Now())
+	recreated := owner.DeepCopy()
+	recreated.UID = "uid-2"
+	for name, live := range map[string][]client.Object{"being deleted": {deleting}, "gone": nil, "re-created": {recreated}} {
+		t.Run(name, func(t *testing.T) {
+			cache := fake.NewClientBuilder().WithScheme(s).Build()
+			a := New(cache, fake.NewClientBuilder().WithScheme(s).WithObjects(live...).Build(), s, nil, nil)
+			child := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "alpha-hostfile", Namespace: "ns"}}
+			if err := a.Ensure(t.Context(), owner, []client.Object{child}); !errors.Is(err, ErrOwnerDeleted) {
+				t.Fatalf("Ensure: %v, want ErrOwnerDeleted", err)
+			}
+			if err := cache.Get(t.Context(), client.ObjectKeyFromObject(child), &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+				t.Errorf("the child was created: %v", err)
+			}
+		})
 	}
 }

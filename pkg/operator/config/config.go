@@ -178,6 +178,11 @@ type Controller struct {
 	GroupKindConcurrency map[string]int `json:"groupKindConcurrency,omitempty"`
 	// WatchNamespace restricts the controllers to one namespace (default: all).
 	WatchNamespace string `json:"watchNamespace,omitempty"`
+	// Warmup makes a replica that does not lead fill its caches (and its
+	// controllers' queues) all the same, so that it reconciles as soon as it
+	// takes the Lease when the leader dies (default true). Off, a standby
+	// holds no cache, and takes over only after listing everything.
+	Warmup *bool `json:"warmup,omitempty"`
 }
 
 // StatusServer configures the server trainers report their progress to

@@ -215,6 +215,9 @@ func (r *TrainJobReconciler) build(ctx context.Context, u *statusUpdate) buildOu
 		r.conflicts.end(key)
 	}
 	switch {
+	case errors.Is(err, apply.ErrOwnerDeleted):
+		log.FromContext(ctx).V(2).Info("Not building again: the TrainJob is being deleted")
+		return buildOutcome{}
 	case errors.As(err, &notControlled):
 		return r.notControlled(u, notControlled)
 	case apierrors.IsConflict(err):

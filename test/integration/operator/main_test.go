@@ -57,7 +57,9 @@ func TestStartOperatorOnATakenPort(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer taken.Close()
-	cfg := &config.Configuration{Namespace: optest.Namespace, Webhook: config.Webhook{Enable: ptr.To(false)}}
+	cfg := &config.Configuration{Namespace: optest.Namespace, Webhook: config.Webhook{Enable: ptr.To(false)},
+		// A standby in the test process: warmed, its queue would count in optest.Settled's process-wide metrics.
+		Controller: config.Controller{Warmup: ptr.To(false)}}
 	if err := optest.InProcess(cfg, t.TempDir()); err != nil {
 		t.Fatal(err)
 	}

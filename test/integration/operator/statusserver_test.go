@@ -58,6 +58,8 @@ func statusServerReplica(t *testing.T) *optest.Operator {
 			Namespace:    optest.Namespace,
 			Webhook:      config.Webhook{Enable: ptr.To(false)},
 			FeatureGates: map[string]bool{config.FeatureTrainJobStatus: true},
+			// A standby in the test process: warmed, its queue would count in optest.Settled's process-wide metrics.
+			Controller: config.Controller{Warmup: ptr.To(false)},
 		}
 		if standbyErr = optest.InProcess(cfg, env.LogDir); standbyErr != nil {
 			return
