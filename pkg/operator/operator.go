@@ -35,7 +35,6 @@ import (
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/config"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/controller"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/metrics"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/pages"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/runtimes"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/webhook"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
@@ -165,15 +164,6 @@ func New(ctx context.Context, opts Options) (*Operator, error) {
 		metrics.ServeTrainJobs(ctx, mgr.GetCache())
 		return nil
 	})); err != nil {
-		return nil, err
-	}
-
-	// Start-up touched nearly all of the (plugin and operator) executable; give back what it does not use.
-	releaser := pages.Releaser{
-		Ready: func(ctx context.Context) bool { return mgr.GetCache().WaitForCacheSync(ctx) },
-		Log:   mgr.GetLogger().WithName("pages").Info,
-	}
-	if err := mgr.Add(releaser); err != nil {
 		return nil, err
 	}
 
