@@ -67,6 +67,7 @@ var commands = map[string]runBy{
 	"kubectl trainjob wait oom --for=Complete":                                        {tests: []string{"test/integration/cli.TestWait/failed-instead"}},
 	"kubectl trainjob suspend llama":                                                  {tests: []string{"test/integration/cli.TestLifecycle/suspend-resume"}},
 	"kubectl trainjob version":                                                        {tests: []string{"test/e2e.TestREADMECommands", "test/integration/cli.TestVersion"}, verbatim: true},
+	"kubectl-trainjob operator --config config.yaml":                                  {tests: []string{"test/demo.TestNoWait", "test/bench.TestSmoke"}},
 	"kubectl trainjob completion bash":                                                {tests: []string{"test/integration/cli.TestCompletion"}},
 
 	// CONTRIBUTING.md.
