@@ -1,4 +1,6 @@
 // Package plugin is the kubectl plugin face of the binary: `kubectl trainjob …`.
+// "Plugin" here is kubectl's word (a command kubectl finds on the PATH); the
+// Pipeline Framework's plugins (Torch, MPI, JobSet, …) are pkg/pipeline/plugins.
 // Each command lives in its own file or package with an Options struct
 // (Complete, Validate, Run) as kubectl's own commands do.
 package plugin

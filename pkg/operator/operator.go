@@ -35,7 +35,6 @@ import (
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/config"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/controller"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/metrics"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/pages"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/runtimes"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/webhook"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
@@ -92,8 +91,9 @@ func New(ctx context.Context, opts Options) (*Operator, error) {
 			// reviewed with a TokenReview and a SubjectAccessReview.
 			FilterProvider: filters.WithAuthenticationAndAuthorization,
 			// Served uncompressed: the gzip writers promhttp pools between
-			// scrapes held 1.5 MiB of a 20 MiB heap (make bench), to spare
-			// a scraper ~100 KiB per scrape.
+			// scrapes stay in the heap for the operator's whole life, to
+			// spare a scraper, usually next to it in the cluster, a little
+			// network.
 			HandlerOpts: []func(*promhttp.HandlerOpts){func(o *promhttp.HandlerOpts) { o.DisableCompression = true }},
 		},
 		PprofBindAddress:              opts.PprofBindAddress,
@@ -165,15 +165,6 @@ func New(ctx context.Context, opts Options) (*Operator, error) {
 		metrics.ServeTrainJobs(ctx, mgr.GetCache())
 		return nil
 	})); err != nil {
-		return nil, err
-	}
-
-	// Start-up touched nearly all of the (plugin and operator) executable; give back what it does not use.
-	releaser := pages.Releaser{
-		Ready: func(ctx context.Context) bool { return mgr.GetCache().WaitForCacheSync(ctx) },
-		Log:   mgr.GetLogger().WithName("pages").Info,
-	}
-	if err := mgr.Add(releaser); err != nil {
 		return nil, err
 	}
 

@@ -247,16 +247,16 @@ func receiverType(e ast.Expr) string {
 	return ""
 }
 
-// TestREADMEListsEveryRule: the README's Permissions table has a row for every resource the operator is
-// granted, with its verbs.
-func TestREADMEListsEveryRule(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+// TestDocsListEveryRule: the Permissions table of docs/reliability.md has a row for every resource the operator
+// is granted, with its verbs.
+func TestDocsListEveryRule(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "docs", "reliability.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(data), "\n### Permissions\n")
+	_, section, ok := strings.Cut(string(data), "\n## Permissions\n")
 	if !ok {
-		t.Fatal("README.md has no ### Permissions section")
+		t.Fatal("docs/reliability.md has no ## Permissions section")
 	}
 	section, _, _ = strings.Cut(section, "\n## ")
 	var rows []string
@@ -272,7 +272,7 @@ func TestREADMEListsEveryRule(t *testing.T) {
 				return len(cells) > 3 && strings.Contains(cells[2], g.resource) && strings.Contains(cells[3], g.verb) &&
 					(g.names == "" || strings.Contains(cells[2], strings.Split(g.names, ",")[0]))
 			}) {
-				t.Errorf("README.md's Permissions table has no row granting %s", g)
+				t.Errorf("docs/reliability.md's Permissions table has no row granting %s", g)
 			}
 		}
 	}

@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/offline"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/dryrun"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline/plugins"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/stage"
@@ -123,7 +123,7 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	fw, err := offline.NewFramework(ctx, plugins.NewRegistry())
+	fw, err := dryrun.NewFramework(ctx, plugins.NewRegistry())
 	if err != nil {
 		return err
 	}
@@ -159,12 +159,12 @@ func (o *Options) Run(ctx context.Context) error {
 func (o *Options) inputs(ctx context.Context) (*trainer.TrainJob, []*pipeline.Runtime, error) {
 	switch {
 	case len(o.Files) > 0:
-		schema, err := offline.NewSchema()
+		schema, err := dryrun.NewSchema()
 		if err != nil {
 			return nil, nil, err
 		}
-		in := &offline.Inputs{}
-		loader := &offline.Loader{Schema: schema, Namespace: o.namespace, Stdin: o.Streams.In}
+		in := &dryrun.Inputs{}
+		loader := &dryrun.Loader{Schema: schema, Namespace: o.namespace, Stdin: o.Streams.In}
 		if err := loader.Load(ctx, in, append(append([]string{}, o.Files...), o.RuntimeFiles...)...); err != nil {
 			return nil, nil, err
 		}

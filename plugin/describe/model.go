@@ -9,7 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/offline"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/dryrun"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
 )
 
@@ -47,7 +47,7 @@ type PluginReport struct {
 // Describe runs the PreExecution and Build phases offline with a trace and
 // reports every extension point.
 func Describe(ctx context.Context, fw *pipeline.Framework, tj *trainer.TrainJob, runtimes []*pipeline.Runtime) (*Description, error) {
-	rt, err := offline.FindRuntime(tj, runtimes)
+	rt, err := dryrun.FindRuntime(tj, runtimes)
 	if err != nil {
 		return nil, err
 	}
@@ -65,7 +65,7 @@ func Describe(ctx context.Context, fw *pipeline.Framework, tj *trainer.TrainJob,
 			d.Error = buildErr.Error()
 		}
 	} else {
-		d.Error = offline.DeniedError(offline.TrainJobValidatorWebhook, verrs).Error()
+		d.Error = dryrun.DeniedError(dryrun.TrainJobValidatorWebhook, verrs).Error()
 	}
 	for _, ph := range pipeline.Phases {
 		pr := PhaseReport{Name: ph.Name, When: ph.When}

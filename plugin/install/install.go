@@ -21,7 +21,7 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/restmapper"
 
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/offline"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/dryrun"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/version"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/printers"
@@ -216,9 +216,9 @@ func (o *Options) Run(ctx context.Context) error {
 
 func (o *Options) print(objs []map[string]any) error {
 	if o.Output == "json" {
-		return offline.WriteJSON(o.Streams.Out, objs)
+		return dryrun.WriteJSON(o.Streams.Out, objs)
 	}
-	return offline.WriteYAML(o.Streams.Out, objs)
+	return dryrun.WriteYAML(o.Streams.Out, objs)
 }
 
 func objectMaps(objs []*unstructured.Unstructured) []map[string]any {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/offline"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/dryrun"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline/plugins"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
@@ -91,39 +91,39 @@ func (o *Options) Validate() error {
 
 // Run renders every TrainJob of the files.
 func (o *Options) Run(ctx context.Context) error {
-	schema, err := offline.NewSchema()
+	schema, err := dryrun.NewSchema()
 	if err != nil {
 		return err
 	}
-	loader := &offline.Loader{Schema: schema, Namespace: o.Namespace, Stdin: o.Streams.In}
-	in := &offline.Inputs{}
+	loader := &dryrun.Loader{Schema: schema, Namespace: o.Namespace, Stdin: o.Streams.In}
+	in := &dryrun.Inputs{}
 	if err := loader.Load(ctx, in, append(append([]string{}, o.Files...), o.RuntimeFiles...)...); err != nil {
 		return err
 	}
 	if len(in.TrainJobs) == 0 {
 		return fmt.Errorf("no TrainJob in %s: pass the TrainJob file with -f", strings.Join(o.Files, ", "))
 	}
-	fw, err := offline.NewFramework(ctx, plugins.NewRegistry())
+	fw, err := dryrun.NewFramework(ctx, plugins.NewRegistry())
 	if err != nil {
 		return err
 	}
 	var all []map[string]any
 	for _, tj := range in.TrainJobs {
-		res, err := offline.Render(ctx, fw, tj, in.Runtimes, pipeline.BuildOptions{})
+		res, err := dryrun.Render(ctx, fw, tj, in.Runtimes, pipeline.BuildOptions{})
 		if err != nil {
 			return fmt.Errorf("%s: TrainJob %q: %w", in.Sources[tj], tj.Name, err)
 		}
 		for _, w := range res.Warnings {
 			fmt.Fprintf(o.Streams.ErrOut, "Warning: %s\n", w)
 		}
-		objs, err := offline.ToUnstructured(res.Objects, o.ShowSecrets)
+		objs, err := dryrun.ToUnstructured(res.Objects, o.ShowSecrets)
 		if err != nil {
 			return err
 		}
 		all = append(all, objs...)
 	}
 	if o.Output == "json" {
-		return offline.WriteJSON(o.Streams.Out, all)
+		return dryrun.WriteJSON(o.Streams.Out, all)
 	}
-	return offline.WriteYAML(o.Streams.Out, all)
+	return dryrun.WriteYAML(o.Streams.Out, all)
 }

@@ -7,9 +7,10 @@
 //     a warm-up, then A B B A on fresh namespaces, each round starting from a quiet cluster, repeated. The operator's writes per TrainJob come from
 //     the API server's audit log filtered by its ServiceAccount user, its failed reconciles from its
 //     metrics.
-//  2. Memory: the operator's RSS (/proc/<pid>/status) and Go heap (its metrics) idle, with TrainJobs, after
-//     large unrelated ConfigMaps appear, and after a restart with all of that present; `go tool pprof
-//     -top` of its heap.
+//  2. Memory: the operator's anonymous and file-backed RSS (/proc/<pid>/status) and Go heap (its metrics)
+//     idle, with TrainJobs, after large unrelated ConfigMaps appear, and after a restart with all of that
+//     present; `go tool pprof -top` of its heap. The targets are on what the operator owns (anonymous RSS);
+//     the file-backed part is the executable's pages in the shared page cache, reported only.
 //  3. CLI: wall time of `kubectl-trainjob list` and `status` against `kubectl get trainjobs`, and the API
 //     requests each makes (audit log, by the CLI's own ServiceAccount user).
 //  4. The Build phase micro-benchmark (go test -bench BuildTorch).

@@ -21,18 +21,18 @@ const (
 // settleTimeout bounds how long the operator may take to settle after a change of the cluster.
 const settleTimeout = 10 * time.Minute
 
-// memory records the operator's RSS and Go heap now, once it has settled (and ready holds, when given).
+// memory records the operator's resident memory and Go heap now, once it has settled (and ready holds, when given).
 func (b *bench) memory(ctx context.Context, name string, ready func(operatorMetrics) error) error {
 	m, err := waitIdle(ctx, b.stack.Operator, settleTimeout, ready)
 	if err != nil {
 		return fmt.Errorf("memory %s: %w", name, err)
 	}
-	rss, anon, err := procMemory(b.stack.Operator.PID())
+	anon, file, err := procMemory(b.stack.Operator.PID())
 	if err != nil {
 		return err
 	}
-	b.summary.Memory = append(b.summary.Memory, MemorySample{Name: name, RSSMiB: rss, AnonMiB: anon, HeapInuseMiB: m.heapInuseMiB()})
-	b.logf("memory %s: RSS %.1f MiB (anonymous %.1f MiB), Go heap in use %.1f MiB", name, rss, anon, m.heapInuseMiB())
+	b.summary.Memory = append(b.summary.Memory, MemorySample{Name: name, AnonMiB: anon, FileMiB: file, HeapInuseMiB: m.heapInuseMiB()})
+	b.logf("memory %s: anonymous RSS %.1f MiB, Go heap in use %.1f MiB, file-backed RSS %.1f MiB", name, anon, m.heapInuseMiB(), file)
 	return nil
 }
 

@@ -126,14 +126,14 @@ func waitIdle(ctx context.Context, op *stack.Operator, timeout time.Duration, re
 	return last, nil
 }
 
-// procMemory reads the resident set size of process pid and its anonymous part (VmRSS and RssAnon of
-// /proc/<pid>/status), in MiB.
-func procMemory(pid int) (rss, anon float64, err error) {
+// procMemory reads the anonymous and the file-backed parts of the resident set of process pid (RssAnon and
+// RssFile of /proc/<pid>/status), in MiB.
+func procMemory(pid int) (anon, file float64, err error) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, 0, err
 	}
-	fields := map[string]*float64{"VmRSS": &rss, "RssAnon": &anon}
+	fields := map[string]*float64{"RssAnon": &anon, "RssFile": &file}
 	found := 0
 	for line := range strings.Lines(string(data)) {
 		name, value, _ := strings.Cut(line, ":")
@@ -149,9 +149,9 @@ func procMemory(pid int) (rss, anon float64, err error) {
 		found++
 	}
 	if found != len(fields) {
-		return 0, 0, fmt.Errorf("/proc/%d/status lacks VmRSS or RssAnon", pid)
+		return 0, 0, fmt.Errorf("/proc/%d/status lacks RssAnon or RssFile", pid)
 	}
-	return rss, anon, nil
+	return anon, file, nil
 }
 
 // pprofTop saves a profile of the operator's (heap or CPU) to path and returns `go tool pprof -top` of it.

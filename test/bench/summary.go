@@ -72,10 +72,12 @@ type SuspendedResult struct {
 
 // MemorySample is the operator's memory at one step.
 type MemorySample struct {
-	Name   string  `json:"name"`
-	RSSMiB float64 `json:"rssMiB"`
-	// RssAnon is the anonymous part of RSS (heap, stacks, runtime); the rest is mostly the binary's pages.
-	AnonMiB      float64 `json:"rssAnonMiB"`
+	Name string `json:"name"`
+	// AnonMiB is the anonymous part of RSS (heap, stacks, runtime): the memory the operator owns.
+	AnonMiB float64 `json:"rssAnonMiB"`
+	// FileMiB is the file-backed part of RSS, the executable's pages: page cache that other processes share and
+	// the kernel reclaims when memory is short, so it is reported and has no target.
+	FileMiB      float64 `json:"rssFileMiB"`
 	HeapInuseMiB float64 `json:"heapInuseMiB"`
 }
 
@@ -146,9 +148,9 @@ func (s *Summary) evaluate() {
 	target("failed reconciles", t.FailedReconciles, 0, "")
 	target("writes for built suspended TrainJobs on restart", float64(s.Suspended.WritesOnRestart), 0, "")
 	if len(s.Memory) > memRestarted {
-		loaded := max(s.Memory[memConfigMaps].RSSMiB, s.Memory[memRestarted].RSSMiB)
-		target("RSS with TrainJobs + ConfigMaps (max of before/after restart)", loaded, 80, "MiB")
-		target("RSS growth from unrelated ConfigMaps", s.Memory[memConfigMaps].RSSMiB-s.Memory[memTrainJobs].RSSMiB, 5, "MiB")
+		loaded := max(s.Memory[memConfigMaps].AnonMiB, s.Memory[memRestarted].AnonMiB)
+		target("anonymous RSS with TrainJobs + ConfigMaps (max of before/after restart)", loaded, 50, "MiB")
+		target("anonymous RSS growth from unrelated ConfigMaps", s.Memory[memConfigMaps].AnonMiB-s.Memory[memTrainJobs].AnonMiB, 5, "MiB")
 	}
 	if len(s.CLI.Commands) == 3 {
 		get, list, status := s.CLI.Commands[0], s.CLI.Commands[1], s.CLI.Commands[2]
@@ -210,9 +212,9 @@ func (s *Summary) Print(w io.Writer) {
 	fmt.Fprintf(tw, "operator writes on restart: %d built suspended TrainJobs\t%d\t%s\n", s.Suspended.N, s.Suspended.WritesOnRestart, byCount(s.Suspended.Writes))
 	fmt.Fprintf(tw, "operator writes on restart: %d other TrainJobs\t%d\t%s\n", s.Suspended.TrainJobs, s.Suspended.OtherWritesOnRestart, byCount(s.Suspended.OtherWrites))
 
-	fmt.Fprintf(tw, "\nOperator memory\tRSS\tof it anonymous\tGo heap in use\t\n")
+	fmt.Fprintf(tw, "\nOperator memory\tanonymous RSS\tGo heap in use\tfile-backed RSS (shared)\t\n")
 	for _, m := range s.Memory {
-		fmt.Fprintf(tw, "%s\t%.1f MiB\t%.1f MiB\t%.1f MiB\t\n", m.Name, m.RSSMiB, m.AnonMiB, m.HeapInuseMiB)
+		fmt.Fprintf(tw, "%s\t%.1f MiB\t%.1f MiB\t%.1f MiB\t\n", m.Name, m.AnonMiB, m.HeapInuseMiB, m.FileMiB)
 	}
 
 	fmt.Fprintf(tw, "\nCLI, %d TrainJobs in the namespace, %d runs each\tmedian\tmin\tmax\tAPI requests\t\n", s.CLI.TrainJobs, s.CLI.Runs)

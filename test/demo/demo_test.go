@@ -230,26 +230,26 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// TestREADMEShowsTryNext: the README shows the "try next" list as the demo prints it, so the commands that
-// TestNoWait runs are the ones the README shows.
-func TestREADMEShowsTryNext(t *testing.T) {
+// TestContributingShowsTryNext: CONTRIBUTING.md shows the "try next" list as the demo prints it, so the
+// commands that TestNoWait runs are the ones it shows.
+func TestContributingShowsTryNext(t *testing.T) {
 	root, err := cluster.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	doc, err := os.ReadFile(filepath.Join(root, "CONTRIBUTING.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	const intro = "Without `DEMO_ARGS=--no-wait` it then prints (and waits for Ctrl-C):\n\n```text\n"
-	_, shown, ok := strings.Cut(string(readme), intro)
+	_, shown, ok := strings.Cut(string(doc), intro)
 	if shown, _, ok = strings.Cut(shown, "```"); !ok {
-		t.Fatalf("README.md has no block after %q", intro)
+		t.Fatalf("CONTRIBUTING.md has no block after %q", intro)
 	}
 	const clone = "/path/to/clone"
 	var printed bytes.Buffer
 	printNext(&printed, clone+"/bin/kubectl-trainjob", clone+"/bin/demo/kubeconfig", clone+"/bin/demo/logs")
-	// The README shows the lines from the exports to the last command.
+	// CONTRIBUTING.md shows the lines from the exports to the last command.
 	lines := strings.Split(printed.String(), "\n")
 	first := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "  export ") })
 	last := -1
@@ -262,6 +262,6 @@ func TestREADMEShowsTryNext(t *testing.T) {
 		t.Fatalf("the demo's try-next list has no exports or commands:\n%s", printed.String())
 	}
 	if diff := cmp.Diff(strings.Join(lines[first:last+1], "\n")+"\n", shown); diff != "" {
-		t.Errorf("README.md's try-next list differs from what the demo prints (-demo +README):\n%s", diff)
+		t.Errorf("CONTRIBUTING.md's try-next list differs from what the demo prints (-demo +CONTRIBUTING.md):\n%s", diff)
 	}
 }

@@ -27,12 +27,13 @@ type readmeCommand struct {
 	answer string
 }
 
-// readmeCommands are the README's commands that run on this cluster as they are written, in the order they
-// must run. They run in a folder that holds the files the README's render examples name: trainjob.yaml (the
+// readmeCommands are the commands of the README and docs/ that run on this cluster as they are written, in the
+// order they must run, with a user's first mistakes (a misspelt runtime, a quantity that is not one, a TrainJob
+// the CRD refuses). They run in a folder that holds the files the render examples name: trainjob.yaml (the
 // reference example 01), bad.yaml (numProcPerNode 0) and torch-distributed.yaml (the shipped runtime). The
 // first create makes llama (4 × 8 GPUs), `logs -f` follows it to its end, and
-// `delete` removes it. TestREADMECommandMap (test/readme) holds the command of each README line and the test
-// that runs it.
+// `delete` removes it. TestCommandMap (test/readme) holds each command the documents show and the tests that
+// run it.
 var readmeCommands = []readmeCommand{
 	{command: "kubectl trainjob render -f trainjob.yaml --runtime torch-distributed.yaml",
 		stdout: `(?m)^kind: JobSet\n(.*\n)*  name: multi-node-example\n(.*\n)*              - name: PET_NNODES\n                value: "3"\n`},

@@ -1,8 +1,11 @@
-// Package readme holds the map from every command the README shows to the tests that run it. The tests
-// themselves live with what they test; this package only checks that the map is whole and true.
+// Package readme holds the map from every command the project's documents show (the README, CONTRIBUTING.md and
+// the pages of docs/) to the tests that run it, and from every example output they show to the golden file it is
+// taken from. The tests themselves live with what they test; this package only checks that the maps are whole
+// and true.
 package readme
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -14,23 +17,31 @@ import (
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 )
 
-// runBy is where a README command is run: a test, as `<package folder>.<TestName>` (subtests after a
-// slash), and whether that test runs the command exactly as the README writes it (verbatim), or the same
+// runBy is where a command the documents show is run: a test, as `<package folder>.<TestName>` (subtests after
+// a slash), and whether that test runs the command exactly as the documents write it (verbatim), or the same
 // command on its own fixture (another namespace, name or image).
 type runBy struct {
 	tests    []string
 	verbatim bool
 }
 
-// readmeCommands maps each command of the README's code blocks (`sh` lines, `$ ` lines of `console`
-// blocks, the demo's try-next list) to where it runs. A verbatim command appears as a Go string in the
-// package of its first test; the try-next list is the demo's own (TestREADMEShowsTryNext).
-var readmeCommands = map[string]runBy{
-	// Two commands.
-	"make test": {tests: []string{"test/readme.TestCIRunsMakeTest"}},
-	"make demo": {tests: []string{"test/demo.TestNoWait"}},
+// documents are the files whose commands and example outputs are checked, from the repository's root.
+var documents = []string{
+	"README.md",
+	"CONTRIBUTING.md",
+	"docs/commands.md",
+	"docs/compatibility.md",
+	"docs/install.md",
+	"docs/performance.md",
+	"docs/reliability.md",
+}
 
-	// Install.
+// commands maps each command the documents show to where it runs: the lines of `sh` code blocks, the `$ ` lines
+// of `console` blocks, the demo's try-next list and the examples of command tables. A verbatim command appears
+// as a Go string in the package of its first test; the try-next list is the demo's own
+// (TestContributingShowsTryNext).
+var commands = map[string]runBy{
+	// README: install and quickstart; docs/install.md.
 	"kubectl krew install --manifest=trainjob.yaml":                                                                      {tests: []string{"test/integration/krew.TestKrewRelease/validate-krew-manifest installs every platform built"}},
 	"kubectl krew install --manifest=trainjob.yaml --archive=kubectl-trainjob_linux_amd64.tar.gz":                        {tests: []string{"test/integration/krew.TestKrewRelease/krew install from the archive, and run it"}},
 	`cp "${KREW_ROOT:-$HOME/.krew}/store/trainjob/<version>/kubectl_complete-trainjob" "${KREW_ROOT:-$HOME/.krew}/bin/"`: {tests: []string{"test/integration/krew.TestKrewRelease/krew install from the archive, and run it", "test/integration/cli.TestCompletionShim"}},
@@ -38,9 +49,31 @@ var readmeCommands = map[string]runBy{
 	"kubectl trainjob install":                                                                                           {tests: []string{"test/integration/install.TestInstallUninstall"}},
 	"kubectl trainjob install -n training-system --image registry.example.com/kubectl-trainjob:v0.1.0":                   {tests: []string{"test/integration/install.TestInstallUninstall"}},
 	"kubectl trainjob install -o yaml":                                                                                   {tests: []string{"test/e2e.TestREADMECommands"}, verbatim: true},
+	"kubectl trainjob install --uninstall":                                                                               {tests: []string{"test/integration/install.TestInstallUninstall"}},
+	"kubectl trainjob runtimes":                                                                                          {tests: []string{"test/e2e.TestREADMECommands", "test/integration/cli.TestRuntimes"}, verbatim: true},
+	"kubectl trainjob create llama --runtime torch-distributed --nodes 4 --gpus-per-node 8 --queue team-a -- torchrun train.py --lr 3e-4": {
+		tests: []string{"test/e2e.TestREADMECommands", "test/integration/cli.TestCreate"}, verbatim: true},
+	"kubectl trainjob status llama":  {tests: []string{"test/integration/cli.TestStatus/Training"}},
+	"kubectl trainjob logs llama -f": {tests: []string{"test/e2e.TestREADMECommands", "test/integration/cli.TestLogs"}, verbatim: true},
+	"kubectl trainjob delete llama":  {tests: []string{"test/e2e.TestREADMECommands", "test/integration/cli.TestLifecycle/delete"}, verbatim: true},
 
-	// Demo.
-	"make demo DEMO_ARGS=--no-wait":                          {tests: []string{"test/demo.TestNoWait"}},
+	// README: the command table; docs/commands.md.
+	"kubectl trainjob create llama --runtime torch-distributed --nodes 2 --gpus-per-node 8 -- torchrun train.py": {tests: []string{"test/e2e.TestGPUTrainJobFromFlags", "test/demo.TestNoWait"}},
+	"kubectl trainjob create bad --runtime no-such-runtime":                                                      {tests: []string{"test/integration/cli.TestCreate"}},
+	"kubectl trainjob list":       {tests: []string{"test/e2e.TestREADMECommands", "test/integration/cli.TestList"}, verbatim: true},
+	"kubectl trainjob status big": {tests: []string{"test/integration/cli.TestStatus/Unschedulable"}},
+	"kubectl trainjob describe-pipeline -f trainjob.yaml --runtime-file runtime.yaml": {tests: []string{"plugin/describe.TestDescribePipelineOffline"}},
+	"kubectl trainjob render -f trainjob.yaml --runtime torch-distributed.yaml":       {tests: []string{"test/e2e.TestREADMECommands", "plugin/render.TestRenderExamples/trainjob-01-multi-node"}, verbatim: true},
+	"kubectl trainjob wait oom --for=Complete":                                        {tests: []string{"test/integration/cli.TestWait/failed-instead"}},
+	"kubectl trainjob suspend llama":                                                  {tests: []string{"test/integration/cli.TestLifecycle/suspend-resume"}},
+	"kubectl trainjob version":                                                        {tests: []string{"test/e2e.TestREADMECommands", "test/integration/cli.TestVersion"}, verbatim: true},
+	"kubectl-trainjob operator --config config.yaml":                                  {tests: []string{"test/demo.TestNoWait", "test/bench.TestSmoke"}},
+	"kubectl trainjob completion bash":                                                {tests: []string{"test/integration/cli.TestCompletion"}},
+
+	// CONTRIBUTING.md.
+	"make test":                     {tests: []string{"test/readme.TestCIRunsMakeTest"}},
+	"make demo":                     {tests: []string{"test/demo.TestNoWait"}},
+	"make demo DEMO_ARGS=--no-wait": {tests: []string{"test/demo.TestNoWait"}},
 	"export KUBECONFIG=/path/to/clone/bin/demo/kubeconfig":   {tests: []string{"test/demo.TestNoWait"}},
 	"export PATH=/path/to/clone/bin:$PATH":                   {tests: []string{"test/demo.TestNoWait"}},
 	"kubectl-trainjob list":                                  {tests: []string{"test/demo.TestNoWait"}, verbatim: true},
@@ -57,48 +90,46 @@ var readmeCommands = map[string]runBy{
 	"kubectl-trainjob status too-big": {tests: []string{"test/demo.TestNoWait", "test/e2e.TestDoesNotFitStaysPending"}, verbatim: true},
 	"kubectl-trainjob delete too-big": {tests: []string{"test/demo.TestNoWait", "test/e2e.TestDoesNotFitStaysPending"}, verbatim: true},
 
-	// Offline: render and describe-pipeline.
-	"kubectl trainjob render -f trainjob.yaml --runtime torch-distributed.yaml": {tests: []string{"test/e2e.TestREADMECommands", "plugin/render.TestRenderExamples/trainjob-01-multi-node"}, verbatim: true},
-	"kubectl trainjob render -f bad.yaml --runtime torch-distributed.yaml":      {tests: []string{"test/e2e.TestREADMECommands", "plugin/render.TestRenderBadInput"}, verbatim: true},
-
-	// Create, logs, runtimes, version.
-	"kubectl trainjob create llama --runtime torch-distributed --nodes 4 --gpus-per-node 8 --queue team-a -- torchrun train.py --lr 3e-4": {
-		tests: []string{"test/e2e.TestREADMECommands", "test/integration/cli.TestCreate"}, verbatim: true},
-	"kubectl trainjob create llama --runtime torch-distibuted": {tests: []string{"test/e2e.TestREADMECommands"}, verbatim: true},
-	"kubectl trainjob create llama --runtime torch-distributed --resources-per-node cpu=four": {
-		tests: []string{"test/e2e.TestREADMECommands", "test/integration/cli.TestCreate"}, verbatim: true},
-	"kubectl trainjob logs llama -f":           {tests: []string{"test/e2e.TestREADMECommands", "test/integration/cli.TestLogs"}, verbatim: true},
-	"kubectl trainjob runtimes":                {tests: []string{"test/e2e.TestREADMECommands", "test/integration/cli.TestRuntimes"}, verbatim: true},
-	"kubectl trainjob version":                 {tests: []string{"test/e2e.TestREADMECommands", "test/integration/cli.TestVersion"}, verbatim: true},
-	"kubectl trainjob list":                    {tests: []string{"test/e2e.TestREADMECommands", "test/integration/cli.TestList"}, verbatim: true},
-	"kubectl trainjob status big":              {tests: []string{"test/integration/cli.TestStatus/Unschedulable"}},
-	"kubectl trainjob wait oom --for=Complete": {tests: []string{"test/integration/cli.TestWait/failed-instead"}},
-	"kubectl trainjob delete llama":            {tests: []string{"test/e2e.TestREADMECommands", "test/integration/cli.TestLifecycle/delete"}, verbatim: true},
+	// docs/performance.md.
+	"make bench": {tests: []string{"test/bench.TestSmoke"}},
 }
 
-// TestREADMECommandMap: every command the README shows is in readmeCommands, every entry there is still in
-// the README, every test it names exists, and a verbatim command is written as it is in its test's package.
-func TestREADMECommandMap(t *testing.T) {
-	root, err := cluster.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(filepath.Join(root, "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	shown := commands(string(data))
-	if len(shown) < len(readmeCommands)/2 {
-		t.Fatalf("found %d commands in README.md, fewer than expected: %q", len(shown), shown)
-	}
-	for _, c := range shown {
-		if _, ok := readmeCommands[c]; !ok {
-			t.Errorf("README.md shows %q, which no entry of readmeCommands maps to a test", c)
+// outputs maps each command whose output a document shows (in a `console` block) to the golden file the output
+// is taken from, from the repository's root.
+var outputs = map[string]string{
+	"kubectl trainjob list": "test/integration/cli/testdata/list/table.golden",
+	"kubectl trainjob create llama --runtime torch-distributed --nodes 4 --gpus-per-node 8 --queue team-a -- torchrun train.py --lr 3e-4": "test/integration/cli/testdata/create/flags.golden",
+	"kubectl trainjob create bad --runtime no-such-runtime":                                                                               "test/integration/cli/testdata/create/unknown-runtime.golden",
+	"kubectl trainjob status big":                                                     "test/integration/cli/testdata/status/unschedulable.golden",
+	"kubectl trainjob logs llama -f":                                                  "test/integration/cli/testdata/logs/follow-pipeline.golden",
+	"kubectl trainjob render -f trainjob.yaml --runtime torch-distributed.yaml":       "plugin/render/testdata/trainjob-01-multi-node.golden.yaml",
+	"kubectl trainjob describe-pipeline -f trainjob.yaml --runtime-file runtime.yaml": "plugin/describe/testdata/torch.golden",
+	"kubectl trainjob wait oom --for=Complete":                                        "test/integration/cli/testdata/wait/failed-instead.golden",
+	"kubectl trainjob suspend llama":                                                  "test/integration/cli/testdata/lifecycle/suspend.golden",
+	"kubectl trainjob delete llama":                                                   "test/integration/cli/testdata/lifecycle/delete-answer-yes.golden",
+	"kubectl trainjob runtimes":                                                       "test/integration/cli/testdata/runtimes/table.golden",
+	"kubectl trainjob version":                                                        "test/integration/cli/testdata/version/operator.golden",
+}
+
+// TestCommandMap: every command the documents show is in commands, every entry there is still shown, every test
+// it names exists, and a verbatim command is written as it is in its test's package.
+func TestCommandMap(t *testing.T) {
+	root := repoRoot(t)
+	var shown []string
+	for _, doc := range documents {
+		for _, c := range shownCommands(read(t, root, doc)) {
+			if _, ok := commands[c]; !ok {
+				t.Errorf("%s shows %q, which no entry of commands maps to a test", doc, c)
+			}
+			shown = append(shown, c)
 		}
 	}
-	for c, by := range readmeCommands {
+	if len(shown) < len(commands)/2 {
+		t.Fatalf("found %d commands in %v, fewer than expected: %q", len(shown), documents, shown)
+	}
+	for c, by := range commands {
 		if !slices.Contains(shown, c) {
-			t.Errorf("readmeCommands maps %q, which README.md no longer shows", c)
+			t.Errorf("commands maps %q, which no document shows any more", c)
 		}
 		if len(by.tests) == 0 {
 			t.Errorf("%q: no test", c)
@@ -124,60 +155,279 @@ func TestREADMECommandMap(t *testing.T) {
 	}
 }
 
+// TestExampleOutputs: every output a document shows under a command is taken from the golden file that outputs
+// maps the command to: its lines are the golden's, in the golden's order, and lines are left out only where an
+// elision line (…) says so. A golden's placeholders (<ns>, <hash>, …) stand for any word. An `echo $?` after the
+// command shows the golden's exit code.
+func TestExampleOutputs(t *testing.T) {
+	root := repoRoot(t)
+	used := map[string]bool{}
+	for _, doc := range documents {
+		for _, ex := range examples(read(t, root, doc)) {
+			path, ok := outputs[ex.command]
+			if !ok {
+				if len(ex.output) > 0 || ex.exitCode != "" {
+					t.Errorf("%s shows the output of %q, which outputs maps to no golden file", doc, ex.command)
+				}
+				continue
+			}
+			if len(ex.output) == 0 {
+				continue
+			}
+			used[ex.command] = true
+			lines, code := goldenOutput(read(t, root, path))
+			if err := matchOutput(ex.output, lines); err != nil {
+				t.Errorf("%s: the output of %q is not %s's: %v", doc, ex.command, path, err)
+			}
+			if ex.exitCode != "" && ex.exitCode != code {
+				t.Errorf("%s: %q exits %s, but %s says exit code %q", doc, ex.command, ex.exitCode, path, code)
+			}
+		}
+	}
+	for c := range outputs {
+		if !used[c] {
+			t.Errorf("outputs maps %q, whose output no document shows any more", c)
+		}
+	}
+}
+
+// TestMatchOutput: the rule TestExampleOutputs applies, on outputs that keep it and outputs that break it.
+func TestMatchOutput(t *testing.T) {
+	golden := []string{"NAME   STAGE", "a      Pending", "b      Training", "c-<hash>   Complete", "", "Pods:", "p-<ns>"}
+	for _, tc := range []struct {
+		name  string
+		shown []string
+		ok    bool
+	}{
+		{"all of it", golden, true},
+		{"a placeholder stands for a word", []string{"NAME   STAGE", "a      Pending", "b      Training", "c-x7k2p   Complete"}, true},
+		{"the start, then an elision", []string{"NAME   STAGE", "…"}, true},
+		{"lines left out where an elision says so", []string{"NAME   STAGE", "...", "Pods:", "p-team-a"}, true},
+		{"a line left out silently", []string{"NAME   STAGE", "b      Training"}, false},
+		{"a changed line", []string{"NAME   STAGE", "a      Running"}, false},
+		{"lines out of order", []string{"b      Training", "…", "a      Pending"}, false},
+		{"a placeholder does not span words", []string{"c-x7k2p extra   Complete"}, false},
+		{"a line the golden lacks", []string{"NAME   STAGE", "a      Pending", "z      Failed"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := matchOutput(tc.shown, golden)
+			if (err == nil) != tc.ok {
+				t.Errorf("matchOutput(%q): %v, want ok=%v", tc.shown, err, tc.ok)
+			}
+		})
+	}
+}
+
 // TestCIRunsMakeTest: `make test` is what CI runs (.ci/run), the suite that runs every test of the map.
 func TestCIRunsMakeTest(t *testing.T) {
-	root, err := cluster.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(filepath.Join(root, ".ci", "run"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !regexp.MustCompile(`(?m)^make test$`).Match(data) {
+	data := read(t, repoRoot(t), ".ci/run")
+	if !regexp.MustCompile(`(?m)^make test$`).MatchString(data) {
 		t.Errorf(".ci/run does not run `make test`:\n%s", data)
 	}
 }
 
-// commands are the commands of the README's code blocks: the lines of `sh` blocks that are not comments,
-// the `$ ` lines of `console` blocks (a line ending in a backslash continues on the next), and the lines of
-// `text` blocks that start with kubectl-trainjob or export (the demo's try-next list); each without its
-// trailing comment. `echo $?` shows the exit code of the command before it and is left out.
-func commands(readme string) []string {
+// TestREADMELength: the README stays a user's document; detail goes to docs/ and CONTRIBUTING.md.
+func TestREADMELength(t *testing.T) {
+	if n := strings.Count(read(t, repoRoot(t), "README.md"), "\n"); n > 250 {
+		t.Errorf("README.md has %d lines, more than 250: move detail to docs/ or CONTRIBUTING.md", n)
+	}
+}
+
+// shownCommands are the commands a document shows: the lines of `sh` blocks that are not comments, the `$ `
+// lines of `console` blocks (a line ending in a backslash continues on the next), the lines of `text` blocks
+// that start with kubectl-trainjob or export (the demo's try-next list), and the table cells that hold only a
+// `kubectl trainjob …` command; each without its trailing comment. `echo $?` shows the exit code of the
+// command before it and is left out.
+func shownCommands(doc string) []string {
 	var out []string
-	for _, m := range regexp.MustCompile("(?ms)^```(\\w*)\n(.*?)^```").FindAllStringSubmatch(readme, -1) {
-		lang, lines := m[1], strings.Split(m[2], "\n")
-		for i := 0; i < len(lines); i++ {
-			line := lines[i]
-			switch lang {
+	add := func(line string) {
+		line, _, _ = strings.Cut(line, "  #")
+		line = strings.Join(strings.Fields(line), " ")
+		if line != "" && line != "echo $?" && !slices.Contains(out, line) {
+			out = append(out, line)
+		}
+	}
+	for _, b := range codeBlocks(doc) {
+		for i := 0; i < len(b.lines); i++ {
+			line := b.lines[i]
+			switch b.lang {
 			case "sh":
-				if strings.HasPrefix(strings.TrimSpace(line), "#") {
-					continue
+				if !strings.HasPrefix(strings.TrimSpace(line), "#") {
+					add(line)
 				}
 			case "console":
-				var ok bool
-				if line, ok = strings.CutPrefix(line, "$ "); !ok {
-					continue
-				}
-				for strings.HasSuffix(line, `\`) && i+1 < len(lines) {
-					i++
-					line = strings.TrimSuffix(line, `\`) + strings.TrimSpace(lines[i])
+				if cmd, ok := strings.CutPrefix(line, "$ "); ok {
+					for strings.HasSuffix(cmd, `\`) && i+1 < len(b.lines) {
+						i++
+						cmd = strings.TrimSuffix(cmd, `\`) + strings.TrimSpace(b.lines[i])
+					}
+					add(cmd)
 				}
 			case "text":
-				if l := strings.TrimSpace(line); !strings.HasPrefix(l, "kubectl-trainjob ") && !strings.HasPrefix(l, "export ") {
+				if l := strings.TrimSpace(line); strings.HasPrefix(l, "kubectl-trainjob ") || strings.HasPrefix(l, "export ") {
+					add(line)
+				}
+			}
+		}
+	}
+	for _, m := range regexp.MustCompile("(?m)\\|\\s*`((?:kubectl trainjob|kubectl-trainjob) [^`]*)`\\s*\\|").FindAllStringSubmatch(doc, -1) {
+		add(m[1])
+	}
+	return out
+}
+
+// example is a command of a `console` block with the output shown under it and the exit code an `echo $?` after
+// it shows.
+type example struct {
+	command  string
+	output   []string
+	exitCode string
+}
+
+// examples are the commands of a document's `console` blocks with what they print there.
+func examples(doc string) []example {
+	var out []example
+	for _, b := range codeBlocks(doc) {
+		if b.lang != "console" {
+			continue
+		}
+		var cur *example
+		echo := false
+		for i := 0; i < len(b.lines); i++ {
+			line := b.lines[i]
+			if cmd, ok := strings.CutPrefix(line, "$ "); ok {
+				for strings.HasSuffix(cmd, `\`) && i+1 < len(b.lines) {
+					i++
+					cmd = strings.TrimSuffix(cmd, `\`) + strings.TrimSpace(b.lines[i])
+				}
+				cmd = strings.Join(strings.Fields(cmd), " ")
+				if echo = cmd == "echo $?"; echo {
 					continue
 				}
-			default:
+				out = append(out, example{command: cmd})
+				cur = &out[len(out)-1]
 				continue
 			}
-			line, _, _ = strings.Cut(line, "  #")
-			line = strings.Join(strings.Fields(line), " ")
-			if line != "" && line != "echo $?" && !slices.Contains(out, line) {
-				out = append(out, line)
+			switch {
+			case cur == nil:
+			case echo:
+				cur.exitCode = strings.TrimSpace(line)
+			default:
+				cur.output = append(cur.output, line)
 			}
 		}
 	}
 	return out
+}
+
+type codeBlock struct {
+	lang  string
+	lines []string
+}
+
+// codeBlocks are a document's fenced code blocks, each with its language and lines.
+func codeBlocks(doc string) []codeBlock {
+	var out []codeBlock
+	for _, m := range regexp.MustCompile("(?ms)^```(\\w*)\n(.*?)^```").FindAllStringSubmatch(doc, -1) {
+		out = append(out, codeBlock{lang: m[1], lines: strings.Split(strings.TrimSuffix(m[2], "\n"), "\n")})
+	}
+	return out
+}
+
+// goldenOutput is what a golden file says a command printed, standard output then standard error, and its exit
+// code: the CLI's goldens (test/integration/cli) head each stream with a `--- ` line after an `exit code: N`
+// line; other goldens are the output alone.
+func goldenOutput(golden string) (lines []string, code string) {
+	lines = strings.Split(strings.TrimSuffix(golden, "\n"), "\n")
+	if c, ok := strings.CutPrefix(lines[0], "exit code: "); ok {
+		code = c
+		var out []string
+		for _, l := range lines[1:] {
+			if l != "--- stdout" && l != "--- stderr" {
+				out = append(out, l)
+			}
+		}
+		lines = out
+	}
+	return lines, code
+}
+
+// placeholder is how goldens write what changes from run to run.
+var placeholder = regexp.MustCompile(`<[A-Za-z0-9+-]+>`)
+
+// matchOutput tells whether shown is taken from golden: split at its elision lines (… or ...), each run of
+// lines is a run of consecutive golden lines, after the previous run; the first run starts the golden unless an
+// elision comes first.
+func matchOutput(shown, golden []string) error {
+	var runs [][]string
+	startFree := false
+	cur := []string{}
+	for i, l := range shown {
+		if t := strings.TrimSpace(l); t == "…" || t == "..." {
+			if i == 0 {
+				startFree = true
+			}
+			if len(cur) > 0 {
+				runs = append(runs, cur)
+			}
+			cur = []string{}
+			continue
+		}
+		cur = append(cur, l)
+	}
+	if len(cur) > 0 {
+		runs = append(runs, cur)
+	}
+	at := 0
+	for r, run := range runs {
+		found := -1
+		for start := at; start+len(run) <= len(golden); start++ {
+			if linesMatch(run, golden[start:start+len(run)]) {
+				found = start
+				break
+			}
+			if r == 0 && !startFree {
+				break
+			}
+		}
+		if found < 0 {
+			return fmt.Errorf("no run of golden lines from line %d on is %q", at+1, run)
+		}
+		at = found + len(run)
+	}
+	return nil
+}
+
+// linesMatch compares shown lines with golden ones, a golden placeholder standing for one word.
+func linesMatch(shown, golden []string) bool {
+	for i := range shown {
+		parts := placeholder.Split(golden[i], -1)
+		for j := range parts {
+			parts[j] = regexp.QuoteMeta(parts[j])
+		}
+		if !regexp.MustCompile(`^` + strings.Join(parts, `[^\s/]+`) + `$`).MatchString(strings.TrimRight(shown[i], " ")) {
+			return false
+		}
+	}
+	return true
+}
+
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	root, err := cluster.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+func read(t *testing.T, root, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(path)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
 }
 
 // testSources is the text of every _test.go file of a folder.

@@ -41,8 +41,8 @@ const (
 	DefaultWebhookServiceName     = "kubectl-trainjob-webhook-service"
 	DefaultWebhookSecretName      = "kubectl-trainjob-webhook-cert"
 	// DefaultQPS is the JobSet controller's: a TrainJob costs the operator
-	// three requests, and with upstream's 50 the operator spent most of a
-	// burst of TrainJobs waiting for its rate limiter (make bench). The
+	// three requests, and with upstream's 50 a burst of TrainJobs waits on
+	// the operator's own rate limiter rather than on the API server. The
 	// API server's priority and fairness protects it from more.
 	DefaultQPS               = 500
 	DefaultBurst             = 1000
@@ -174,7 +174,7 @@ type Controller struct {
 	// Kind.group (default TrainJob 64, runtimes 1). Upstream ships 5 TrainJob
 	// workers; a reconcile mostly waits on the API server (the JobSet's
 	// admission webhooks), so more workers turn a burst of TrainJobs into
-	// JobSets faster at almost no memory (make bench).
+	// JobSets sooner, and an idle worker costs only its goroutine.
 	GroupKindConcurrency map[string]int `json:"groupKindConcurrency,omitempty"`
 	// WatchNamespace restricts the controllers to one namespace (default: all).
 	WatchNamespace string `json:"watchNamespace,omitempty"`

@@ -72,7 +72,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 
 // TestEncodingCache: a runtime version is encoded once; another version,
 // UID or kind is encoded again; a runtime without UID or resourceVersion
-// every time; and the cache keeps at most runtimes.MaxVersions versions.
+// every time; and the cache keeps at most runtimes.VersionCacheSize versions.
 func TestEncodingCache(t *testing.T) {
 	c := &encodingCache{}
 	calls := 0
@@ -107,11 +107,11 @@ func TestEncodingCache(t *testing.T) {
 	if calls != before+2 {
 		t.Errorf("a runtime without UID and resourceVersion was encoded %d times in 2 snapshots, want 2", calls-before)
 	}
-	for i := range 2 * runtimes.MaxVersions {
+	for i := range 2 * runtimes.VersionCacheSize {
 		encode(&trainer.ClusterTrainingRuntime{ObjectMeta: metav1.ObjectMeta{UID: "u", ResourceVersion: fmt.Sprint(100 + i)}})
 	}
-	if n := c.encoded.Len(); n > runtimes.MaxVersions {
-		t.Errorf("keeps %d versions, want at most %d", n, runtimes.MaxVersions)
+	if n := c.encoded.Len(); n > runtimes.VersionCacheSize {
+		t.Errorf("keeps %d versions, want at most %d", n, runtimes.VersionCacheSize)
 	}
 }
 

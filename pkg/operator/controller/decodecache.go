@@ -13,7 +13,7 @@ import (
 // than a deep copy of the decoded object. It caches only decodes without defaults or target.
 type decodingCache struct {
 	decoder runtime.Decoder
-	decoded runtimes.Versions[string, decoded]
+	decoded runtimes.VersionCache[string, decoded]
 }
 
 type decoded struct {

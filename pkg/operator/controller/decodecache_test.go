@@ -70,12 +70,12 @@ func TestDecodingCache(t *testing.T) {
 	if _, _, err := c.Decode([]byte("{not yaml"), nil, nil); err == nil {
 		t.Error("bad content decoded without error")
 	}
-	for i := range 2 * runtimes.MaxVersions {
+	for i := range 2 * runtimes.VersionCacheSize {
 		if _, _, err := c.Decode(runtimeYAML(fmt.Sprintf("r%d", i)), nil, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if n := c.decoded.Len(); n > runtimes.MaxVersions {
-		t.Errorf("%d decoded runtimes kept, want at most %d", n, runtimes.MaxVersions)
+	if n := c.decoded.Len(); n > runtimes.VersionCacheSize {
+		t.Errorf("%d decoded runtimes kept, want at most %d", n, runtimes.VersionCacheSize)
 	}
 }

@@ -107,7 +107,7 @@ func encodeSnapshot(scheme *runtime.Scheme, rt *pipeline.Runtime) (string, error
 // repeat the same work. A version is the runtime's kind, UID and
 // resourceVersion, which the API server changes with any change of it.
 type encodingCache struct {
-	encoded runtimes.Versions[encodedKey, string]
+	encoded runtimes.VersionCache[encodedKey, string]
 }
 
 type encodedKey struct {

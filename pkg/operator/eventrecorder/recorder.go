@@ -1,8 +1,9 @@
 // Package eventrecorder records the operator's Events (events.k8s.io/v1) as client-go's events recorder does —
 // the same Event, an isomorphic one repeated within six minutes folded into a series of the first — but keeps
 // only what the folding needs in memory: a digest of what makes Events isomorphic, and the count and times of
-// each Event (48 bytes), not a copy of it. client-go's broadcaster keeps every Event it recorded, whole, for 6
-// to 12 minutes: after a burst of TrainJobs that was a quarter of the operator's live heap (make bench).
+// each Event, not a copy of it. client-go's broadcaster keeps every Event it recorded, whole, for 6 to 12
+// minutes, so after a burst of TrainJobs its memory grows with the burst rather than with what the operator
+// holds.
 package eventrecorder
 
 import (

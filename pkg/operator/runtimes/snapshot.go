@@ -81,7 +81,7 @@ func DecodeSnapshot(decoder runtime.Decoder, cm *corev1.ConfigMap, tj *trainer.T
 // of their content in the operator's cache: decoding gives each ConfigMap
 // its own, and the TrainJobs of a runtime all have the same.
 type SharedContents struct {
-	contents Versions[string, string] // each content, keyed by itself
+	contents VersionCache[string, string] // each content, keyed by itself
 }
 
 // Share points cm's content to the copy shared by the snapshots with the

@@ -21,7 +21,7 @@ func snapshotOf(name, content string) *corev1.ConfigMap {
 func sameBytes(a, b string) bool { return unsafe.StringData(a) == unsafe.StringData(b) }
 
 // TestSharedContents: snapshots with the same content end up with one copy of it, those with another content
-// keep theirs, other ConfigMaps are left alone, and at most MaxVersions contents are kept.
+// keep theirs, other ConfigMaps are left alone, and at most VersionCacheSize contents are kept.
 func TestSharedContents(t *testing.T) {
 	var s SharedContents
 	a1, a2, b := snapshotOf("a1", "kind: ClusterTrainingRuntime"), snapshotOf("a2", "kind: ClusterTrainingRuntime"), snapshotOf("b", "kind: TrainingRuntime")
@@ -42,10 +42,10 @@ func TestSharedContents(t *testing.T) {
 	if !sameBytes(other.Data[SnapshotKey], otherData) {
 		t.Error("a ConfigMap that is not a snapshot was changed")
 	}
-	for i := range 2 * MaxVersions {
+	for i := range 2 * VersionCacheSize {
 		s.Share(snapshotOf(fmt.Sprint(i), fmt.Sprint("content ", i)))
 	}
-	if n := s.contents.Len(); n > MaxVersions {
-		t.Errorf("keeps %d contents, want at most %d", n, MaxVersions)
+	if n := s.contents.Len(); n > VersionCacheSize {
+		t.Errorf("keeps %d contents, want at most %d", n, VersionCacheSize)
 	}
 }

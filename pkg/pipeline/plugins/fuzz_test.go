@@ -20,7 +20,7 @@ import (
 	volcanov1beta1 "volcano.sh/apis/pkg/apis/scheduling/v1beta1"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/offline"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/dryrun"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
 )
 
@@ -40,7 +40,7 @@ func FuzzBuild(f *testing.F) {
 	f.Add(uint8(6), uint8(1), int32(3), int32(2), int64(4), int64(1500), false, uint8(0), "node", "", "python")
 	f.Add(uint8(12), uint8(0), int32(4), int32(8), int64(8), int64(2000), false, uint8(16), "node", "FLUX_VIEW_IMAGE", "lmp")
 	fw := newFramework(f)
-	crds, err := offline.NewSchema()
+	crds, err := dryrun.NewSchema()
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func FuzzBuild(f *testing.F) {
 }
 
 // admitted tells whether the API server's schema for TrainJobs admits tj.
-func admitted(ctx context.Context, crds *offline.Schema, tj *trainer.TrainJob) bool {
+func admitted(ctx context.Context, crds *dryrun.Schema, tj *trainer.TrainJob) bool {
 	tj = tj.DeepCopy()
 	tj.SetGroupVersionKind(trainer.GroupVersion.WithKind(trainer.TrainJobKind))
 	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(tj)

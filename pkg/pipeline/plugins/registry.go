@@ -1,6 +1,7 @@
 // Package plugins declares the ordered registry of the Pipeline Framework's
-// plugins. Within an extension point, plugins run in this order (upstream
-// ranges over a map, so its order is random). The TrainJobStatus progress
+// plugins (KEP-2170's word: Torch, MPI, JobSet, …; the kubectl plugin, the
+// CLI's commands, is plugin/). Within an extension point, plugins run in this
+// order (upstream ranges over a map, so its order is random). The TrainJobStatus progress
 // plugin will take its place here.
 package plugins
 

@@ -1,8 +1,9 @@
-// Package offline runs the operator's pipeline without a cluster: it reads
-// TrainJobs and runtimes from files, admits them as the API server and the
-// webhook would (CRD schema, CEL, defaults, CustomValidation plugins) and
-// runs the Build phase. `render` and `describe-pipeline -f` use it.
-package offline
+// Package dryrun is the client-side dry run of a TrainJob: the operator's
+// pipeline without a cluster. It reads TrainJobs and runtimes from files,
+// admits them as the API server and the webhook would (CRD schema, CEL,
+// defaults, CustomValidation plugins) and runs the Build phase. `render` and
+// `describe-pipeline -f` use it.
+package dryrun
 
 import (
 	"bytes"

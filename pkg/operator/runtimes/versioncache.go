@@ -2,21 +2,21 @@ package runtimes
 
 import "sync"
 
-// MaxVersions bounds a Versions cache: a cluster has few runtimes, and each
-// version of one is what its TrainJobs' snapshots hold.
-const MaxVersions = 64
+// VersionCacheSize bounds a VersionCache: a cluster has few runtimes, and
+// each version of one is what its TrainJobs' snapshots hold.
+const VersionCacheSize = 64
 
-// Versions caches one value per runtime version (its content, or the
+// VersionCache caches one value per runtime version (its content, or the
 // runtime's kind, UID and resourceVersion), for the TrainJobs of a runtime
-// to share. It keeps at most MaxVersions: when full, any one is forgotten,
+// to share. It keeps at most VersionCacheSize: when full, any one is forgotten,
 // so a version no longer in use goes eventually. Safe for concurrent use.
-type Versions[K comparable, V any] struct {
+type VersionCache[K comparable, V any] struct {
 	mu sync.Mutex
 	m  map[K]V
 }
 
 // Get returns the value kept for k.
-func (c *Versions[K, V]) Get(k K) (V, bool) {
+func (c *VersionCache[K, V]) Get(k K) (V, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	v, ok := c.m[k]
@@ -24,13 +24,13 @@ func (c *Versions[K, V]) Get(k K) (V, bool) {
 }
 
 // Add keeps v for k.
-func (c *Versions[K, V]) Add(k K, v V) {
+func (c *VersionCache[K, V]) Add(k K, v V) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil {
 		c.m = map[K]V{}
 	}
-	if _, ok := c.m[k]; !ok && len(c.m) >= MaxVersions {
+	if _, ok := c.m[k]; !ok && len(c.m) >= VersionCacheSize {
 		for old := range c.m {
 			delete(c.m, old)
 			break
@@ -40,7 +40,7 @@ func (c *Versions[K, V]) Add(k K, v V) {
 }
 
 // Len is how many values are kept.
-func (c *Versions[K, V]) Len() int {
+func (c *VersionCache[K, V]) Len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.m)
