@@ -119,9 +119,9 @@ var needs = []need{
 		code: []string{"pkg/operator.New"}, why: "whether a scraper may get /metrics"},
 	{group: "admissionregistration.k8s.io", resources: []string{"mutatingwebhookconfigurations", "validatingwebhookconfigurations"},
 		verbs: []string{"get", "list", "watch", "update"}, names: []string{"defaulter.trainer.kubeflow.org", "validator.trainer.kubeflow.org"},
-		code: []string{"pkg/operator.addCertRotation", "pkg/operator.listedByName"}, why: "certificate rotation injects the CA into the operator's two webhook configurations"},
+		code: []string{"pkg/operator.addCertRotation", "pkg/operator.listedByName", "pkg/operator.certSync.inject"}, why: "certificate rotation injects the CA into the operator's two webhook configurations"},
 	{namespaced: true, group: "", resources: []string{"secrets"}, verbs: []string{"get", "list", "watch", "update"}, names: []string{"kubectl-trainjob-webhook-cert"},
-		code: []string{"pkg/operator.addCertRotation", "pkg/operator.certWriter.sync"}, why: "the webhook serving certificate: rotated, and copied to the server's folder"},
+		code: []string{"pkg/operator.addCertRotation", "pkg/operator.certSync.sync"}, why: "the webhook serving certificate: rotated, and copied to the server's folder"},
 	{namespaced: true, group: "coordination.k8s.io", resources: []string{"leases"}, verbs: []string{"get", "create", "update"},
 		code: []string{"pkg/operator.New"}, why: "leader election"},
 }
