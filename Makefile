@@ -72,9 +72,10 @@ demo: ## The product on a local simulated-GPU cluster: a TrainJob followed until
 	@go build -v -o bin/demo/demo ./test/demo
 	@bin/demo/demo -binary=bin/kubectl-trainjob -dir=bin/demo $(DEMO_ARGS)
 
+# FUZZTIME is a duration (10m) or a number of executions (1000000x, the default: the issue's bar).
 .PHONY: fuzz
-fuzz: ## Fuzz the Build phase for FUZZTIME (default 2m).
-	go test ./pkg/pipeline/... -run '^$$' -fuzz FuzzBuild -fuzztime $${FUZZTIME:-2m}
+fuzz: ## Fuzz admission and the Build phase with random TrainJob × runtime pairs for FUZZTIME (default 1000000x).
+	go test ./pkg/pipeline/plugins/ -run '^$$' -fuzz '^FuzzBuild$$' -fuzztime $${FUZZTIME:-1000000x}
 
 # BENCH_N, BENCH_REPEAT, BENCH_TRAINJOBS, BENCH_SUSPENDED, BENCH_CONFIGMAPS, BENCH_CONFIGMAP_KIB, BENCH_CLI_RUNS, … size it
 # (test/bench/knobs.go); BENCH_OUT (default bin/bench) receives summary.json, the logs and the operator's profiles.

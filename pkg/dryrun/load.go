@@ -44,6 +44,11 @@ type Inputs struct {
 	Sources map[client.Object]Source
 }
 
+// MaxDocumentBytes is the largest document read: the API server refuses a
+// larger request body (3 MiB), so nothing larger could ever be built, and
+// a pipeline copies a TrainJob's fields into every pod template.
+const MaxDocumentBytes = 3 << 20
+
 // Loader reads files into Inputs.
 type Loader struct {
 	Schema *Schema
@@ -95,6 +100,10 @@ func (l *Loader) loadDocuments(ctx context.Context, in *Inputs, file string, dat
 		}
 		if len(bytes.TrimSpace(raw)) == 0 || string(raw) == "null" {
 			continue
+		}
+		if len(raw) > MaxDocumentBytes {
+			return fmt.Errorf("%s: the document is %.1f MiB, larger than the %d MiB the API server accepts in a request",
+				src, float64(len(raw))/(1<<20), MaxDocumentBytes>>20)
 		}
 		// Unstructured's own decoding keeps integers int64, as the API server does.
 		u := &unstructured.Unstructured{}

@@ -50,6 +50,12 @@ package operator
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
+// The status server follows the controller chain of the pod a reporting
+// token is bound to (pod, Job, JobSet), read live: caching every pod and
+// Job of the cluster is what the operator must not do.
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get
+
 // Certificate rotation: the CA is injected into the operator's own two
 // webhook configurations, and no others (webhookscope.go lists and watches
 // them by name).

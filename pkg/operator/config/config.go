@@ -191,8 +191,10 @@ type Controller struct {
 type StatusServer struct {
 	// Port is the server's port (default 10443).
 	Port *int32 `json:"port,omitempty"`
-	// QPS and Burst limit the server's own client of the API server
-	// (default 5 and 10), so that trainers cannot starve the controllers.
+	// QPS and Burst limit the server's own requests to the API server
+	// (default 5 and 10), so that trainers cannot starve the controllers:
+	// the status writes, and apart from them the token reviews, so that
+	// bad tokens cannot starve the reports.
 	QPS   *float32 `json:"qps,omitempty"`
 	Burst *int32   `json:"burst,omitempty"`
 }

@@ -28,6 +28,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/util/flowcontrol"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -69,9 +70,19 @@ type Options struct {
 	// CertDir holds tls.crt and tls.key: the webhook's serving certificate,
 	// reloaded when it changes.
 	CertDir string
-	// Client writes the TrainJob status and reviews tokens. Its rate limit
-	// is the server's own, apart from the controllers'.
+	// Client writes the TrainJob status. Its rate limit is the status
+	// writes' own, apart from the controllers' and the reviews'.
 	Client client.Client
+	// Reviewer reviews tokens and reads the pods, Jobs and JobSets they are
+	// bound to; Client when nil.
+	Reviewer client.Client
+	// TrainJobs reads the TrainJob a report is for, to compare its UID
+	// with the one the token's pod belongs to: the manager's cache, which
+	// watches TrainJobs on every replica. Reviewer when nil.
+	TrainJobs client.Reader
+	// ReviewLimiter is the budget of token reviews; a token that finds it
+	// spent is answered 429. Nil is no limit.
+	ReviewLimiter flowcontrol.RateLimiter
 }
 
 // Server is the status server, a manager.Runnable on every replica.
@@ -79,7 +90,9 @@ type Server struct {
 	opts    Options
 	handler http.Handler
 	log     logr.Logger
-	reviews *reviewCache
+	// accepted and refused remember verdicts on tokens, apart, so that
+	// refusals never evict what was accepted.
+	accepted, refused *verdictCache
 }
 
 var (
@@ -89,7 +102,14 @@ var (
 
 // New builds the server; it listens once started.
 func New(opts Options) *Server {
-	s := &Server{opts: opts, log: log.Log.WithName("status-server"), reviews: newReviewCache()}
+	if opts.Reviewer == nil {
+		opts.Reviewer = opts.Client
+	}
+	if opts.TrainJobs == nil {
+		opts.TrainJobs = opts.Reviewer
+	}
+	s := &Server{opts: opts, log: log.Log.WithName("status-server"),
+		accepted: newVerdictCache(reviewTTL), refused: newVerdictCache(refusedTTL)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+statusPattern, s.updateStatus)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -194,12 +214,30 @@ func (s *Server) Checker() healthz.Checker {
 func (s *Server) updateStatus(w http.ResponseWriter, r *http.Request) {
 	namespace, name := r.PathValue("namespace"), r.PathValue("name")
 	logger := s.log.WithValues("trainJob", namespace+"/"+name)
-	if code, reason, msg := s.authenticate(r.Context(), r.Header.Get("Authorization"), namespace, name); code != 0 {
-		if code == http.StatusInternalServerError {
+	caller := s.authenticate(r.Context(), r.Header.Get("Authorization"), namespace, name)
+	if caller.code != 0 {
+		msg := caller.message
+		if caller.code == http.StatusInternalServerError {
 			logger.Error(errors.New(msg), "Reviewing a token")
 			msg = "the token could not be reviewed"
 		}
-		writeStatus(w, code, reason, msg)
+		writeStatus(w, caller.code, caller.reason, msg)
+		return
+	}
+	// The pod belongs to a TrainJob of this name; it must be this one, not
+	// an earlier one whose children the garbage collector has yet to take.
+	current := &trainer.TrainJob{}
+	switch err := s.opts.TrainJobs.Get(r.Context(), client.ObjectKey{Namespace: namespace, Name: name}, current); {
+	case apierrors.IsNotFound(err):
+		writeStatus(w, http.StatusNotFound, metav1.StatusReasonNotFound, "Train job not found")
+		return
+	case err != nil:
+		logger.Error(err, "Reading the TrainJob")
+		writeStatus(w, http.StatusInternalServerError, metav1.StatusReasonInternalError, "Internal error")
+		return
+	case current.UID != caller.trainJobUID:
+		writeStatus(w, http.StatusForbidden, metav1.StatusReasonForbidden, fmt.Sprintf(
+			"pod %s/%s is not a pod of TrainJob %s/%s: it belongs to an earlier TrainJob of that name", namespace, caller.pod, namespace, name))
 		return
 	}
 

@@ -2,6 +2,8 @@ package statusserver
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -13,34 +15,84 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/util/flowcontrol"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
+	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/scheme"
 )
 
+// tokenOf is a JWT claiming the audience of TrainJob team/name, namespace
+// ns and, unless pod is "", a pod: what the server looks at before a review.
+func tokenOf(ns, name, pod, salt string) string {
+	enc := base64.RawURLEncoding.EncodeToString
+	k8s := map[string]any{"namespace": ns}
+	if pod != "" {
+		k8s["pod"] = map[string]string{"name": pod}
+	}
+	claims, _ := json.Marshal(map[string]any{"aud": []string{"trainer.kubeflow.org/v1alpha1/namespaces/team/trainjobs/" + name + "/status"}, "kubernetes.io": k8s})
+	return enc([]byte(`{"alg":"RS256"}`)) + "." + enc(claims) + "." + enc([]byte(salt))
+}
+
+const trainJobUID = "uid-of-alpha"
+
+var (
+	validToken    = tokenOf("team", "alpha", "alpha-node-0-0", "")
+	forgedToken   = tokenOf("team", "alpha", "alpha-node-0-0", "forged")
+	otherNSToken  = tokenOf("rival", "alpha", "alpha-node-0-0", "")
+	userToken     = tokenOf("team", "alpha", "alpha-node-0-0", "user")
+	unboundToken  = tokenOf("team", "alpha", "", "")
+	betaPodToken  = tokenOf("team", "alpha", "beta-node-0-0", "")
+	lonePodToken  = tokenOf("team", "alpha", "loner", "")
+	betaJobToken  = tokenOf("team", "beta", "alpha-node-0-0", "")
+	ownerRefsOfUs = []metav1.OwnerReference{{APIVersion: "trainer.kubeflow.org/v1alpha1", Kind: "TrainJob", Name: "alpha", UID: trainJobUID, Controller: ptr.To(true)}}
+)
+
+// chain is a pod of a Job of a JobSet controlled by TrainJob owner, as
+// the JobSet and Job controllers make them.
+func chain(prefix string, owner metav1.OwnerReference) []client.Object {
+	controlledBy := func(apiVersion, kind, name string) []metav1.OwnerReference {
+		return []metav1.OwnerReference{{APIVersion: apiVersion, Kind: kind, Name: name, UID: types.UID(name + "-uid"), Controller: ptr.To(true)}}
+	}
+	return []client.Object{
+		&jobsetv1alpha2.JobSet{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: prefix, UID: types.UID(prefix + "-uid"), OwnerReferences: []metav1.OwnerReference{owner}}},
+		&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: prefix + "-node-0", UID: types.UID(prefix + "-node-0-uid"),
+			OwnerReferences: controlledBy("jobset.x-k8s.io/v1alpha2", "JobSet", prefix)}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: prefix + "-node-0-0", UID: types.UID(prefix + "-node-0-0-uid"),
+			OwnerReferences: controlledBy("batch/v1", "Job", prefix+"-node-0")}},
+	}
+}
+
 const (
-	validToken = "token-of-team-trainer"
-	path       = "/apis/trainer.kubeflow.org/v1alpha1/namespaces/team/trainjobs/alpha/status"
-	audience   = "trainer.kubeflow.org/v1alpha1/namespaces/team/trainjobs/alpha/status"
-	report     = `{"trainerStatus":{"progressPercentage":42,"estimatedRemainingSeconds":120,` +
+	path     = "/apis/trainer.kubeflow.org/v1alpha1/namespaces/team/trainjobs/alpha/status"
+	audience = "trainer.kubeflow.org/v1alpha1/namespaces/team/trainjobs/alpha/status"
+	report   = `{"trainerStatus":{"progressPercentage":42,"estimatedRemainingSeconds":120,` +
 		`"metrics":[{"name":"loss","value":"0.123"}],"lastUpdatedTime":"2026-12-02T10:00:00Z"}}`
 )
 
 // apiServer stands in for the API server: it reviews tokens as a table
 // says, and records or refuses status applies.
 type apiServer struct {
-	// users maps a token to the ServiceAccount user it authenticates as,
-	// for audience only.
+	// users maps a token to the user it authenticates as, for audience
+	// only; a ServiceAccount user bound to pod <name> is "sa@<name>".
 	users     map[string]string
 	reviewErr error
 	applyErr  error
+	// trainJobUID is the UID of TrainJob team/alpha (default the one its
+	// pods belong to); "-" is no TrainJob.
+	trainJobUID types.UID
 
 	reviews int
 	applied []map[string]any
@@ -48,7 +100,18 @@ type apiServer struct {
 }
 
 func (a *apiServer) client() client.Client {
-	return fake.NewClientBuilder().WithScheme(scheme.New()).WithInterceptorFuncs(interceptor.Funcs{
+	beta := ownerRefsOfUs[0]
+	beta.Name, beta.UID = "beta", "uid-of-beta"
+	objs := append(chain("alpha", ownerRefsOfUs[0]), chain("beta", beta)...)
+	objs = append(objs, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "loner", UID: "loner-uid"}})
+	switch a.trainJobUID {
+	case "":
+		objs = append(objs, &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "alpha", UID: trainJobUID}})
+	case "-":
+	default:
+		objs = append(objs, &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "alpha", UID: a.trainJobUID}})
+	}
+	return fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(objs...).WithInterceptorFuncs(interceptor.Funcs{
 		Create: func(_ context.Context, _ client.WithWatch, obj client.Object, _ ...client.CreateOption) error {
 			review, ok := obj.(*authenticationv1.TokenReview)
 			if !ok {
@@ -60,11 +123,12 @@ func (a *apiServer) client() client.Client {
 			}
 			user, ok := a.users[review.Spec.Token]
 			if ok && len(review.Spec.Audiences) == 1 && review.Spec.Audiences[0] == audience {
-				review.Status = authenticationv1.TokenReviewStatus{
-					Authenticated: true,
-					User:          authenticationv1.UserInfo{Username: user},
-					Audiences:     review.Spec.Audiences,
+				username, pod, bound := strings.Cut(user, "@")
+				info := authenticationv1.UserInfo{Username: username}
+				if bound {
+					info.Extra = map[string]authenticationv1.ExtraValue{extraPodName: {pod}, extraPodUID: {pod + "-uid"}}
 				}
+				review.Status = authenticationv1.TokenReviewStatus{Authenticated: true, User: info, Audiences: review.Spec.Audiences}
 			}
 			return nil
 		},
@@ -91,7 +155,6 @@ func (a *apiServer) client() client.Client {
 }
 
 func TestUpdateStatus(t *testing.T) {
-	trainJobs := schema.GroupResource{Group: "trainer.kubeflow.org", Resource: "trainjobs"}
 	invalid := apierrors.NewInvalid(schema.GroupKind{Group: "trainer.kubeflow.org", Kind: "TrainJob"}, "alpha", field.ErrorList{
 		field.Invalid(field.NewPath("status", "trainerStatus", "progressPercentage"), 101, "should be less than or equal to 100"),
 	})
@@ -116,6 +179,10 @@ func TestUpdateStatus(t *testing.T) {
 		auth   string
 		body   string
 		api    apiServer
+		// limiter is the review budget (nil: none).
+		limiter flowcontrol.RateLimiter
+		// wantReviews, when set, is the number of TokenReviews.
+		wantReviews *int
 		// wantCode and wantStatus are the answer; wantBody the echoed
 		// request when it succeeds.
 		wantCode    int
@@ -145,24 +212,77 @@ func TestUpdateStatus(t *testing.T) {
 		},
 		{
 			name:       "token the API server does not know",
-			auth:       "Bearer forged",
+			auth:       "Bearer " + forgedToken,
 			body:       report,
 			wantCode:   http.StatusUnauthorized,
 			wantStatus: failure(401, metav1.StatusReasonUnauthorized, "the token is not valid for audience "+audience),
 		},
 		{
+			name:        "not a JWT: refused without a review",
+			auth:        "Bearer garbage",
+			body:        report,
+			wantCode:    http.StatusUnauthorized,
+			wantStatus:  failure(401, metav1.StatusReasonUnauthorized, "the token is not valid for audience "+audience),
+			wantReviews: ptr.To(0),
+		},
+		{
+			name:        "claims another TrainJob's audience: refused without a review",
+			auth:        "Bearer " + betaJobToken,
+			body:        report,
+			wantCode:    http.StatusUnauthorized,
+			wantStatus:  failure(401, metav1.StatusReasonUnauthorized, "the token is not valid for audience "+audience),
+			wantReviews: ptr.To(0),
+		},
+		{
 			name:       "token of another namespace",
-			auth:       "Bearer other-namespace",
+			auth:       "Bearer " + otherNSToken,
 			body:       report,
 			wantCode:   http.StatusForbidden,
 			wantStatus: failure(403, metav1.StatusReasonForbidden, "a token of namespace rival may not report for TrainJobs of namespace team"),
 		},
 		{
 			name:       "token of a user, not a ServiceAccount",
-			auth:       "Bearer user",
+			auth:       "Bearer " + userToken,
 			body:       report,
 			wantCode:   http.StatusForbidden,
 			wantStatus: failure(403, metav1.StatusReasonForbidden, "only a ServiceAccount token of namespace team may report, not jane"),
+		},
+		{
+			name:        "token bound to no pod",
+			auth:        "Bearer " + unboundToken,
+			body:        report,
+			wantCode:    http.StatusForbidden,
+			wantStatus:  failure(403, metav1.StatusReasonForbidden, "only a token bound to a pod of TrainJob team/alpha may report; this one is bound to no pod"),
+			wantReviews: ptr.To(0),
+		},
+		{
+			name:       "token of a pod of another TrainJob",
+			auth:       "Bearer " + betaPodToken,
+			body:       report,
+			wantCode:   http.StatusForbidden,
+			wantStatus: failure(403, metav1.StatusReasonForbidden, "pod team/beta-node-0-0 is not a pod of TrainJob team/alpha: its JobSet beta is controlled by TrainJob beta"),
+		},
+		{
+			name:       "token of a pod nothing controls",
+			auth:       "Bearer " + lonePodToken,
+			body:       report,
+			wantCode:   http.StatusForbidden,
+			wantStatus: failure(403, metav1.StatusReasonForbidden, "pod team/loner is not a pod of TrainJob team/alpha: it has no controller"),
+		},
+		{
+			name:       "TrainJob of that name is a later one",
+			body:       report,
+			api:        apiServer{trainJobUID: "uid-of-a-later-alpha"},
+			wantCode:   http.StatusForbidden,
+			wantStatus: failure(403, metav1.StatusReasonForbidden, "pod team/alpha-node-0-0 is not a pod of TrainJob team/alpha: it belongs to an earlier TrainJob of that name"),
+		},
+		{
+			name:        "review budget spent",
+			body:        report,
+			limiter:     flowcontrol.NewFakeNeverRateLimiter(),
+			wantCode:    http.StatusTooManyRequests,
+			wantStatus:  failure(429, metav1.StatusReasonTooManyRequests, "too many tokens to review; retry later"),
+			wantReviews: ptr.To(0),
 		},
 		{
 			name:       "token review fails",
@@ -212,7 +332,7 @@ func TestUpdateStatus(t *testing.T) {
 		{
 			name:       "TrainJob does not exist",
 			body:       report,
-			api:        apiServer{applyErr: apierrors.NewNotFound(trainJobs, "alpha")},
+			api:        apiServer{trainJobUID: "-"},
 			wantCode:   http.StatusNotFound,
 			wantStatus: failure(404, metav1.StatusReasonNotFound, "Train job not found"),
 		},
@@ -241,11 +361,13 @@ func TestUpdateStatus(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			api := tc.api
 			api.users = map[string]string{
-				validToken:        "system:serviceaccount:team:trainer",
-				"other-namespace": "system:serviceaccount:rival:trainer",
-				"user":            "jane",
+				validToken:   "system:serviceaccount:team:trainer@alpha-node-0-0",
+				otherNSToken: "system:serviceaccount:rival:trainer@alpha-node-0-0",
+				userToken:    "jane",
+				betaPodToken: "system:serviceaccount:team:trainer@beta-node-0-0",
+				lonePodToken: "system:serviceaccount:team:trainer@loner",
 			}
-			s := New(Options{Client: api.client()})
+			s := New(Options{Client: api.client(), ReviewLimiter: tc.limiter})
 			method, p, auth := tc.method, tc.path, tc.auth
 			if method == "" {
 				method = http.MethodPost
@@ -281,6 +403,9 @@ func TestUpdateStatus(t *testing.T) {
 			} else if diff := cmp.Diff(tc.wantBody, strings.TrimSpace(rec.Body.String())); diff != "" {
 				t.Errorf("answer (-want +got):\n%s", diff)
 			}
+			if tc.wantReviews != nil && api.reviews != *tc.wantReviews {
+				t.Errorf("%d TokenReviews, want %d", api.reviews, *tc.wantReviews)
+			}
 			if diff := cmp.Diff(tc.wantApplied, api.applied); diff != "" {
 				t.Errorf("applied (-want +got):\n%s", diff)
 			}
@@ -293,13 +418,15 @@ func TestUpdateStatus(t *testing.T) {
 	}
 }
 
-// TestAcceptedTokensAreCached: a token the API server accepted for an
-// audience is not reviewed again for a minute; a refused one always is.
-func TestAcceptedTokensAreCached(t *testing.T) {
-	api := &apiServer{users: map[string]string{validToken: "system:serviceaccount:team:trainer"}}
+// TestVerdictsAreCached: a token the API server accepted for an audience
+// is not reviewed again for a minute, a refused one for refusedTTL; the
+// two caches are apart, so refusals never evict an accepted token.
+func TestVerdictsAreCached(t *testing.T) {
+	api := &apiServer{users: map[string]string{validToken: "system:serviceaccount:team:trainer@alpha-node-0-0"}}
 	s := New(Options{Client: api.client()})
 	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
-	s.reviews.now = func() time.Time { return now }
+	s.accepted.now = func() time.Time { return now }
+	s.refused.now = s.accepted.now
 	post := func(p, token string) int {
 		req := httptest.NewRequest(http.MethodPost, p, strings.NewReader(`{}`))
 		req.Header.Set("Authorization", "Bearer "+token)
@@ -316,41 +443,43 @@ func TestAcceptedTokensAreCached(t *testing.T) {
 
 	record(post(path, validToken))
 	record(post(path, validToken))
-	// Another TrainJob is another audience: reviewed (and refused) anew.
-	record(post(strings.Replace(path, "/alpha/", "/beta/", 1), validToken))
-	record(post(path, "forged"))
-	record(post(path, "forged"))
-	now = now.Add(reviewTTL)
+	record(post(path, forgedToken))
+	record(post(path, forgedToken))
+	now = now.Add(refusedTTL)
+	record(post(path, forgedToken))
+	now = now.Add(reviewTTL - refusedTTL)
 	record(post(path, validToken))
 
-	want := []step{{200, 1}, {200, 1}, {401, 2}, {401, 3}, {401, 4}, {200, 5}}
+	want := []step{{200, 1}, {200, 1}, {401, 2}, {401, 2}, {401, 3}, {200, 4}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("answers and reviews so far (-want +got):\n%s", diff)
 	}
 }
 
-// TestReviewCacheBound: a full cache drops its expired entries first, and
+// TestVerdictCacheBound: a full cache drops its expired entries first, and
 // everything when none has expired, so it never holds more than its bound.
-func TestReviewCacheBound(t *testing.T) {
-	c := newReviewCache()
+func TestVerdictCacheBound(t *testing.T) {
+	c := newVerdictCache(reviewTTL)
 	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 	c.now = func() time.Time { return now }
+	k := func(token string) [sha256.Size]byte { return reviewKey(token, audience) }
+	old, live := verdict{pod: "old"}, verdict{pod: "new"}
 	for i := range maxCachedReviews / 2 {
-		c.put(strconv.Itoa(i), audience, "old")
+		c.put(k(strconv.Itoa(i)), old)
 	}
 	now = now.Add(reviewTTL)
 	for i := maxCachedReviews / 2; i < maxCachedReviews; i++ {
-		c.put(strconv.Itoa(i), audience, "new")
+		c.put(k(strconv.Itoa(i)), live)
 	}
-	c.put("one more", audience, "new")
+	c.put(k("one more"), live)
 	if got, want := len(c.entries), maxCachedReviews/2+1; got != want {
 		t.Errorf("after dropping the expired: %d entries, want %d", got, want)
 	}
 	for i := len(c.entries); i < maxCachedReviews; i++ {
-		c.put("fill "+strconv.Itoa(i), audience, "new")
+		c.put(k("fill "+strconv.Itoa(i)), live)
 	}
-	c.put("last", audience, "new")
-	if user, ok := c.get("last", audience); len(c.entries) != 1 || !ok || user != "new" {
-		t.Errorf("full of live entries: %d entries, last = %q %v; want it alone", len(c.entries), user, ok)
+	c.put(k("last"), live)
+	if v, ok := c.get(k("last")); len(c.entries) != 1 || !ok || v != live {
+		t.Errorf("full of live entries: %d entries, last = %+v %v; want it alone", len(c.entries), v, ok)
 	}
 }

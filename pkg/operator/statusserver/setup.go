@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -17,21 +18,42 @@ const (
 	ReadyzCheck  = "status-server-readyz"
 )
 
+// readsPerReview are the requests one token review makes: the review, and
+// the pod, Job and JobSet its controller chain goes through.
+const readsPerReview = 4
+
 // Setup adds the status server to mgr, on the webhook's host and
-// certificate folder, with its own rate-limited client and its checks.
+// certificate folder, with its checks. Status writes and token reviews
+// each have a client and a rate limit of their own (statusServer.qps and
+// burst), so that bad tokens, however many, never delay a report.
 func Setup(mgr manager.Manager, cfg *config.Configuration) error {
-	restConfig := rest.CopyConfig(mgr.GetConfig())
-	restConfig.QPS = ptr.Deref(cfg.StatusServer.QPS, config.DefaultStatusServerQPS)
-	restConfig.Burst = int(ptr.Deref(cfg.StatusServer.Burst, config.DefaultStatusServerBurst))
-	c, err := client.New(restConfig, client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+	qps := ptr.Deref(cfg.StatusServer.QPS, config.DefaultStatusServerQPS)
+	burst := int(ptr.Deref(cfg.StatusServer.Burst, config.DefaultStatusServerBurst))
+	newClient := func(what string, qps float32, burst int) (client.Client, error) {
+		restConfig := rest.CopyConfig(mgr.GetConfig())
+		restConfig.QPS, restConfig.Burst = qps, burst
+		c, err := client.New(restConfig, client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+		if err != nil {
+			return nil, fmt.Errorf("status server %s client: %w", what, err)
+		}
+		return c, nil
+	}
+	writer, err := newClient("status", qps, burst)
 	if err != nil {
-		return fmt.Errorf("status server client: %w", err)
+		return err
+	}
+	reviewer, err := newClient("review", qps*readsPerReview, burst*readsPerReview)
+	if err != nil {
+		return err
 	}
 	s := New(Options{
-		Host:    cfg.Webhook.Host,
-		Port:    ptr.Deref(cfg.StatusServer.Port, config.DefaultStatusServerPort),
-		CertDir: cfg.Webhook.CertDir,
-		Client:  c,
+		Host:          cfg.Webhook.Host,
+		Port:          ptr.Deref(cfg.StatusServer.Port, config.DefaultStatusServerPort),
+		CertDir:       cfg.Webhook.CertDir,
+		Client:        writer,
+		Reviewer:      reviewer,
+		TrainJobs:     mgr.GetCache(),
+		ReviewLimiter: flowcontrol.NewTokenBucketRateLimiter(qps, burst),
 	})
 	if err := mgr.Add(s); err != nil {
 		return err

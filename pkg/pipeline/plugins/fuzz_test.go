@@ -22,14 +22,20 @@ import (
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/dryrun"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/scheme"
 )
 
-// FuzzBuild runs admission and the Build phase on random TrainJob × runtime
-// pairs: ML policy, gang scheduling, counts, resources, initializers,
-// runtimePatches and commands all vary. Errors are fine; panics are not,
-// and what Build returns keeps the promises of checkBuilt.
-// Run it with `make fuzz` (FUZZTIME=2m); the seeds in testdata/fuzz run in
-// every `go test`.
+// FuzzBuild runs the admission path and the Build phase on random TrainJob
+// × runtime pairs: ML policy, gang scheduling, counts, resources,
+// initializers, runtimePatches, commands and the number of replicated jobs
+// all vary. Each pair goes through what the API server does offline (the
+// CRDs' schemas and CEL rules, for the runtime and the TrainJob), the
+// webhook's rules (CustomValidation) and Build, with and without a Trace
+// (render and describe-pipeline). Errors are fine; panics are not, and what
+// Build returns for an admitted pair keeps the promises of checkBuilt.
+// Run it with `make fuzz` (FUZZTIME, default one million executions); the
+// seeds in testdata/fuzz run in every `go test`, and an input that crashed
+// is added there.
 func FuzzBuild(f *testing.F) {
 	f.Add(uint8(0), uint8(0), int32(4), int32(0), int64(8), int64(4000), true, uint8(3), "node", "PYTHONUNBUFFERED", "torchrun")
 	f.Add(uint8(1), uint8(1), int32(2), int32(2), int64(0), int64(2500), true, uint8(0), "launcher", "OMPI_MCA_x", "mpirun")
@@ -49,13 +55,20 @@ func FuzzBuild(f *testing.F) {
 		rt := fuzzRuntime(policy, podGroup, launcherAsNode, shape)
 		tj := fuzzTrainJob(nodes, nproc, gpus, cpuMilli, shape, patchJob, envName, command)
 		ctx := context.Background()
+		// Build runs also on what the API server would refuse (render
+		// admits, but a plugin must not panic on anything).
+		ok := admitted(ctx, crds, rt.Object) && admitted(ctx, crds, tj)
 		if _, errs := fw.Validate(ctx, rt, nil, tj); len(errs) > 0 {
 			return
 		}
-		objs, _, err := fw.Build(ctx, tj, rt, pipeline.BuildOptions{Trace: &pipeline.Trace{}})
+		opts := pipeline.BuildOptions{}
+		if shape&128 != 0 {
+			opts.Trace = &pipeline.Trace{}
+		}
+		objs, _, err := fw.Build(ctx, tj, rt, opts)
 		// Build promises only for what the API server admits: the CRD's
 		// schema (numNodes ≥ 0, …) is not the plugins' to check.
-		if err != nil || !admitted(ctx, crds, tj) {
+		if err != nil || !ok {
 			return
 		}
 		for _, problem := range checkBuilt(tj, objs) {
@@ -64,11 +77,19 @@ func FuzzBuild(f *testing.F) {
 	})
 }
 
-// admitted tells whether the API server's schema for TrainJobs admits tj.
-func admitted(ctx context.Context, crds *dryrun.Schema, tj *trainer.TrainJob) bool {
-	tj = tj.DeepCopy()
-	tj.SetGroupVersionKind(trainer.GroupVersion.WithKind(trainer.TrainJobKind))
-	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(tj)
+// kinds names the objects admitted sends through the schemas.
+var kinds = scheme.New()
+
+// admitted tells whether the API server's schema and CEL rules for the
+// object's kind admit it.
+func admitted(ctx context.Context, crds *dryrun.Schema, obj client.Object) bool {
+	obj = obj.DeepCopyObject().(client.Object)
+	gvks, _, err := kinds.ObjectKinds(obj)
+	if err != nil || len(gvks) == 0 {
+		return false
+	}
+	obj.GetObjectKind().SetGroupVersionKind(gvks[0])
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 	if err != nil {
 		return false
 	}
@@ -228,6 +249,14 @@ func fuzzRuntime(policy, podGroup uint8, launcherAsNode bool, shape uint8) *pipe
 	if shape&16 != 0 {
 		spec.Template.Spec.Network = nil
 		spec.Template.Spec.ReplicatedJobs[len(spec.Template.Spec.ReplicatedJobs)-1].Replicas = 3
+	}
+	// More replicated jobs, copies of the last one: names vary with
+	// policy, so that some clash with the runtime's own ("node").
+	jobs := spec.Template.Spec.ReplicatedJobs
+	for i := range int(shape>>5) & 3 {
+		rj := jobs[len(jobs)-1].DeepCopy()
+		rj.Name = []string{"extra-0", "extra-1", "node"}[(int(policy)+i)%3]
+		spec.Template.Spec.ReplicatedJobs = append(spec.Template.Spec.ReplicatedJobs, *rj)
 	}
 	return r
 }

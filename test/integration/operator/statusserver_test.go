@@ -103,9 +103,18 @@ func newStatusClient(t *testing.T, replica *optest.Operator, caPEM []byte) *stat
 // post sends body to path with the token and returns the code and body.
 func (c *statusClient) post(t *testing.T, path, token, body string) (int, []byte) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, c.base+path, strings.NewReader(body))
+	code, data, err := c.do(t.Context(), path, token, body)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return code, data
+}
+
+// do is post for any goroutine: it returns the error instead of failing.
+func (c *statusClient) do(ctx context.Context, path, token, body string) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+path, strings.NewReader(body))
+	if err != nil {
+		return 0, nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if token != "" {
@@ -113,14 +122,14 @@ func (c *statusClient) post(t *testing.T, path, token, body string) (int, []byte
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		t.Fatalf("POST %s: %v", path, err)
+		return 0, nil, fmt.Errorf("POST %s: %w", path, err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)
 	if err != nil {
-		t.Fatal(err)
+		return 0, nil, fmt.Errorf("POST %s: %w", path, err)
 	}
-	return resp.StatusCode, data
+	return resp.StatusCode, data, nil
 }
 
 // refusal is what the tests compare of a metav1.Status answer.
@@ -236,7 +245,11 @@ func TestStatusServer(t *testing.T) {
 	alpha := newJob("alpha")
 	c := newStatusClient(t, replica, caOfTrainers(t, replica, alpha, rt))
 	path := func(name string) string { return trainjobstatus.StatusPath(ns, name) }
-	token := trainerToken(t, ns, ns, "alpha")
+	// tokenOf is the token of a pod of tj's JobSet, for its audience.
+	tokenOf := func(tj *trainer.TrainJob) string {
+		return podToken(t, trainerPodOf(t, jobSetOf(t, tj), tj.Name+"-node-0"), ns, tj.Name)
+	}
+	token := tokenOf(alpha)
 	at := func(sec int) metav1.Time { return metav1.NewTime(time.Date(2026, 12, 2, 10, 0, sec, 0, time.UTC)) }
 	reportOf := func(ts *trainer.TrainerStatus) string {
 		data, err := json.Marshal(trainer.UpdateTrainJobStatusRequest{TrainerStatus: ts})
@@ -300,7 +313,7 @@ func TestStatusServer(t *testing.T) {
 
 	t.Run("progress over 100 is refused and changes nothing", func(t *testing.T) {
 		beta := newJob("beta")
-		code, body := c.post(t, path("beta"), trainerToken(t, ns, ns, "beta"),
+		code, body := c.post(t, path("beta"), tokenOf(beta),
 			reportOf(&trainer.TrainerStatus{ProgressPercentage: ptr.To[int32](101), LastUpdatedTime: at(4)}))
 		got, message := refusalOf(t, code, body)
 		if diff := cmp.Diff(refusal{Code: 422, Status: metav1.StatusFailure, Reason: metav1.StatusReasonInvalid}, got); diff != "" {
@@ -316,7 +329,16 @@ func TestStatusServer(t *testing.T) {
 	})
 
 	t.Run("TrainJob that does not exist", func(t *testing.T) {
-		code, body := c.post(t, path("ghost"), trainerToken(t, ns, ns, "ghost"),
+		// Its pod stays: there is no garbage collector here.
+		ghost := newJob("ghost")
+		ghostToken := tokenOf(ghost)
+		if err := env.Client.Delete(t.Context(), ghost); err != nil {
+			t.Fatal(err)
+		}
+		optest.Eventually(t, "ghost is gone", func(ctx context.Context) error {
+			return optest.Absent(ctx, env.Client, key(ghost), &trainer.TrainJob{})
+		})
+		code, body := c.post(t, path("ghost"), ghostToken,
 			reportOf(&trainer.TrainerStatus{ProgressPercentage: ptr.To[int32](10), LastUpdatedTime: at(5)}))
 		got, message := refusalOf(t, code, body)
 		if diff := cmp.Diff(refusal{Code: 404, Status: metav1.StatusFailure, Reason: metav1.StatusReasonNotFound}, got); diff != "" {

@@ -34,10 +34,28 @@ var reservedEnvContainers = []string{trainer.DatasetInitializerName, trainer.Mod
 // (being) suspended and its JobSet runs no pods.
 func (j *JobSet) Validate(ctx context.Context, info *pipeline.RuntimeInfo, oldObj, newObj *trainer.TrainJob) (admission.Warnings, field.ErrorList) {
 	var errs field.ErrorList
+	errs = append(errs, validateRuntimeJobNames(info, newObj)...)
 	errs = append(errs, validateInitializers(info, newObj)...)
 	errs = append(errs, validateRuntimePatches(info, newObj)...)
 	errs = append(errs, j.validateRuntimePatchesUpdate(ctx, oldObj, newObj)...)
 	return nil, errs
+}
+
+// validateRuntimeJobNames refuses a runtime whose replicated jobs share a
+// name: the runtime's CRD does not key them by name, but the JobSet's does,
+// so the JobSet built would be refused (or render would print one the API
+// server refuses).
+func validateRuntimeJobNames(info *pipeline.RuntimeInfo, trainJob *trainer.TrainJob) field.ErrorList {
+	var errs field.ErrorList
+	seen := map[string]bool{}
+	for _, rj := range info.Template.ReplicatedJobs {
+		if seen[rj.Name] {
+			errs = append(errs, field.Invalid(runtimeRefPath, trainJob.Spec.RuntimeRef,
+				fmt.Sprintf("must not have replicated job %s twice in the runtime job template", rj.Name)))
+		}
+		seen[rj.Name] = true
+	}
+	return errs
 }
 
 func validateInitializers(info *pipeline.RuntimeInfo, trainJob *trainer.TrainJob) field.ErrorList {

@@ -108,6 +108,14 @@ spec:
 				field.Invalid(runtimeRefPath, torchRef, "must have volumeMount with name - initializer in container model-initializer of the model-initializer job"),
 			},
 		},
+		"runtime with two replicated jobs of one name": {
+			runtime: torchDistributed + `
+      - name: node
+        template: {spec: {template: {spec: {containers: [{name: node, image: pytorch:v1}]}}}}`,
+			newObj: `{metadata: {name: alpha}, spec: {runtimeRef: {name: torch-distributed}}}`,
+			want: field.ErrorList{field.Invalid(runtimeRefPath, torchRef,
+				"must not have replicated job node twice in the runtime job template")},
+		},
 		"runtime with both initializers accepts both": {
 			runtime: torchRuntime,
 			newObj:  `{metadata: {name: alpha}, spec: {runtimeRef: {name: torch-with-initializers}, initializer: {dataset: {storageUri: "hf://a/b"}, model: {}}}}`,
