@@ -1,3 +1,6 @@
+// Package operator is `kubectl-trainjob operator`: the cobra command that reads the operator's configuration
+// and flags and starts the manager of pkg/operator. It lives with the other commands so that nothing under
+// pkg/ imports the CLI toolkit.
 package operator
 
 import (
@@ -16,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/config"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
@@ -158,13 +162,13 @@ func (o *CommandOptions) Complete(cmd *cobra.Command) (*config.Configuration, *r
 
 // Run starts the operator and blocks until SIGINT or SIGTERM.
 func (o *CommandOptions) Run(ctx context.Context, cfg *config.Configuration, restConfig *rest.Config) error {
-	logger := zap.New(zap.UseFlagOptions(&o.zap), zap.WriteTo(o.streams.ErrOut), lazyValues())
+	logger := operator.NewLogger(&o.zap, o.streams.ErrOut)
 	log.SetLogger(logger)
 	klog.SetLogger(logger)
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ctx = log.IntoContext(ctx, logger)
-	op, err := New(ctx, Options{Config: cfg, RESTConfig: restConfig, Registry: o.registry, PprofBindAddress: o.PprofAddress})
+	op, err := operator.New(ctx, operator.Options{Config: cfg, RESTConfig: restConfig, Registry: o.registry, PprofBindAddress: o.PprofAddress})
 	if err != nil {
 		return err
 	}
