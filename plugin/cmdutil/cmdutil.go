@@ -1,5 +1,6 @@
-// Package cmdutil holds what every command of the kubectl plugin shares:
-// the client factory built from kubectl's global flags, exit codes, colour.
+// Package cmdutil holds what every command of the kubectl plugin shares: the client factory built from
+// kubectl's global flags, exit codes, colour, and reading a TrainJob by name with a clear error. A helper two
+// commands need lives here, never in one command that the other imports.
 package cmdutil
 
 import (

@@ -1,6 +1,5 @@
 // Package list is `kubectl trainjob list` (aliases ls, get): TrainJobs as kubectl get shows resources, with
-// the stage each one is in. It also holds the TrainJob look-ups the other commands share: reading one by
-// name with a clear error, and completing names.
+// the stage each one is in.
 package list
 
 import (
@@ -125,26 +124,17 @@ trainer container. A dash means unknown.`,
 	cmd.Flags().BoolVar(&o.NoHeaders, "no-headers", o.NoHeaders, "Print the table without its header.")
 	cmd.Flags().BoolVarP(&o.Watch, "watch", "w", o.Watch, "After listing, watch for changes and append a row for each.")
 	cmd.Flags().Int64Var(&o.ChunkSize, "chunk-size", o.ChunkSize, "Read the list in pages of this many TrainJobs (0: all at once).")
-	_ = cmd.RegisterFlagCompletionFunc("stage", cobra.FixedCompletions(StageNames(), cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("stage", cobra.FixedCompletions(stage.Names(), cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(append([]string{"wide"}, o.PrintFlags.AllowedFormats()...), cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 
-// StageNames are the names of the stages, in pipeline order.
-func StageNames() []string {
-	var names []string
-	for _, s := range stage.All {
-		names = append(names, string(s))
-	}
-	return names
-}
-
-func stageNames() string { return strings.Join(StageNames(), ", ") }
+func stageNames() string { return strings.Join(stage.Names(), ", ") }
 
 // Complete resolves the namespace, the client and the printer.
 func (o *ListOptions) Complete(f *cmdutil.Factory, _ *cobra.Command) error {
 	var err error
-	if o.Namespace, o.Client, err = NamespaceAndClient(f, o.Client); err != nil {
+	if o.Namespace, o.Client, err = cmdutil.NamespaceAndClient(f, o.Client); err != nil {
 		return err
 	}
 	if o.AllNamespaces {
@@ -152,7 +142,7 @@ func (o *ListOptions) Complete(f *cmdutil.Factory, _ *cobra.Command) error {
 	}
 	o.stages = map[stage.Stage]bool{}
 	for _, name := range o.Stages {
-		st, ok := ParseStage(name)
+		st, ok := stage.Parse(name)
 		if !ok {
 			return fmt.Errorf("unknown stage %q: use one of %s", name, stageNames())
 		}
@@ -167,16 +157,6 @@ func (o *ListOptions) Complete(f *cmdutil.Factory, _ *cobra.Command) error {
 		}
 	}
 	return nil
-}
-
-// ParseStage reads a stage name, in any case.
-func ParseStage(name string) (stage.Stage, bool) {
-	for _, s := range stage.All {
-		if strings.EqualFold(name, string(s)) {
-			return s, true
-		}
-	}
-	return "", false
 }
 
 // Validate checks the selectors and the page size before anything is read.
@@ -275,12 +255,12 @@ func (o *ListOptions) list(ctx context.Context, nodes *runtimeDefaults) ([]train
 
 func (o *ListOptions) describeListError(err error) error {
 	if o.FieldSelector != "" && apierrors.IsBadRequest(err) {
-		return fmt.Errorf("%s (TrainJobs can be selected by metadata.name and metadata.namespace; use --stage for stages, -l for labels)", apiMessage(err))
+		return fmt.Errorf("%s (TrainJobs can be selected by metadata.name and metadata.namespace; use --stage for stages, -l for labels)", cmdutil.APIMessage(err))
 	}
 	if o.AllNamespaces && apierrors.IsForbidden(err) {
-		return fmt.Errorf("%s (-A needs the right to list TrainJobs in every namespace: drop -A to list one)", apiMessage(err))
+		return fmt.Errorf("%s (-A needs the right to list TrainJobs in every namespace: drop -A to list one)", cmdutil.APIMessage(err))
 	}
-	return DescribeError(err, o.Namespace, "")
+	return cmdutil.DescribeError(err, o.Namespace, "")
 }
 
 // print writes items: each through the -o printer, or as rows of one table.

@@ -18,7 +18,6 @@ import (
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/scheme"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/stage"
 )
 
 var created = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
@@ -144,26 +143,6 @@ func TestGPUs(t *testing.T) {
 				t.Errorf("GPUs = %d, want %d", got, tt.want)
 			}
 		})
-	}
-}
-
-func TestParseStage(t *testing.T) {
-	tests := []struct {
-		in   string
-		want stage.Stage
-		ok   bool
-	}{
-		{"Training", stage.Training, true},
-		{"complete", stage.Complete, true},
-		{"SUSPENDED", stage.Suspended, true},
-		{"Running", "", false},
-		{"", "", false},
-	}
-	for _, tt := range tests {
-		got, ok := ParseStage(tt.in)
-		if got != tt.want || ok != tt.ok {
-			t.Errorf("ParseStage(%q) = %q, %v; want %q, %v", tt.in, got, ok, tt.want, tt.ok)
-		}
 	}
 }
 

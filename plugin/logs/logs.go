@@ -23,7 +23,6 @@ import (
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/stage"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/completion"
-	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/list"
 )
 
 var (
@@ -184,7 +183,7 @@ func (o *LogsOptions) Validate() error {
 func (o *LogsOptions) Run(ctx context.Context) error {
 	tj := &trainer.TrainJob{}
 	if err := o.client.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: o.Name}, tj); err != nil {
-		return list.DescribeError(err, o.Namespace, o.Name)
+		return cmdutil.DescribeError(err, o.Namespace, o.Name)
 	}
 	if o.Follow {
 		return newFollower(o).run(ctx)

@@ -16,7 +16,6 @@ import (
 
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/completion"
-	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/list"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/printers"
 )
 
@@ -93,7 +92,7 @@ redrawn in place; otherwise one line is printed per transition. It then exits 0 
 func (o *StatusOptions) Complete(f *cmdutil.Factory, _ *cobra.Command, args []string) error {
 	o.Name = args[0]
 	var err error
-	if o.Namespace, o.Client, err = list.NamespaceAndClient(f, o.Client); err != nil {
+	if o.Namespace, o.Client, err = cmdutil.NamespaceAndClient(f, o.Client); err != nil {
 		return err
 	}
 	o.Color = f.UseColor(o.Streams.Out)
