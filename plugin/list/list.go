@@ -96,8 +96,9 @@ Initializing, Training, Complete, Failed), its runtime, its number of nodes and 
 progress when the trainer reports one.
 
 NODES is spec.trainer.numNodes, else the runtime's mlPolicy.numNodes when the runtime can be read.
-GPUS is NODES times the GPUs per node of spec.trainer.resourcesPerNode, else of the runtime's
-trainer container. A dash means unknown.`,
+GPUS is the number of GPUs the TrainJob's pods ask for, as the operator builds them (render shows
+the same pods); when the runtime cannot be read, NODES times the GPUs of spec.trainer.resourcesPerNode.
+A dash means unknown.`,
 		Example: example,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) > 0 {
@@ -175,7 +176,10 @@ func (o *ListOptions) Validate() error {
 
 // Run lists, prints, and with -w watches.
 func (o *ListOptions) Run(ctx context.Context) error {
-	nodes := newRuntimeDefaults(o.Client)
+	nodes, err := newRuntimeDefaults(ctx, o.Client)
+	if err != nil {
+		return err
+	}
 	items, resourceVersion, err := o.list(ctx, nodes)
 	if err != nil {
 		return err

@@ -90,12 +90,12 @@ func TestNodesAndGPUs(t *testing.T) {
 			nodes: "2", gpuCells: "4",
 		},
 		{
-			name: "the TrainJob's resources without a GPU: 0, not the runtime's",
+			name: "the TrainJob's resources without a GPU keep the runtime's, as the pipeline merges them",
 			tj: trainJob("a", trainer.ClusterTrainingRuntimeKind, "cluster", func(tj *trainer.TrainJob) {
 				tj.Spec.Trainer = &trainer.Trainer{NumNodes: ptr.To[int32](2),
 					ResourcesPerNode: &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")}}}
 			}),
-			nodes: "2", gpuCells: "0",
+			nodes: "2", gpuCells: "8",
 		},
 		{
 			name:  "a runtime that cannot be read: unknown",
@@ -103,7 +103,7 @@ func TestNodesAndGPUs(t *testing.T) {
 			nodes: "-", gpuCells: "-",
 		},
 		{
-			name: "everything in the TrainJob: the runtime is not needed",
+			name: "a runtime that cannot be read: nodes times the GPUs of resourcesPerNode",
 			tj: trainJob("a", trainer.ClusterTrainingRuntimeKind, "gone", func(tj *trainer.TrainJob) {
 				tj.Spec.Trainer = &trainer.Trainer{NumNodes: ptr.To[int32](4), ResourcesPerNode: gpusPerNode("8")}
 			}),
@@ -112,35 +112,13 @@ func TestNodesAndGPUs(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			nodes, gpus := newRuntimeDefaults(runtimes()).of(context.Background(), &tt.tj)
+			defaults, err := newRuntimeDefaults(context.Background(), runtimes())
+			if err != nil {
+				t.Fatal(err)
+			}
+			nodes, gpus := defaults.of(context.Background(), &tt.tj)
 			if diff := cmp.Diff([]string{tt.nodes, tt.gpuCells}, []string{nodes, gpus}); diff != "" {
 				t.Errorf("NODES, GPUS (-want +got):\n%s", diff)
-			}
-		})
-	}
-}
-
-func TestGPUs(t *testing.T) {
-	tests := []struct {
-		name string
-		r    corev1.ResourceRequirements
-		want int64
-	}{
-		{"none", corev1.ResourceRequirements{}, 0},
-		{"limits", corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("2")}}, 2},
-		{"requests when no limits", corev1.ResourceRequirements{Requests: corev1.ResourceList{"amd.com/gpu": resource.MustParse("3")}}, 3},
-		{"limits win over requests", corev1.ResourceRequirements{
-			Limits:   corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")},
-			Requests: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("4")},
-		}, 1},
-		{"every GPU resource, not CPU", corev1.ResourceRequirements{Limits: corev1.ResourceList{
-			"nvidia.com/gpu": resource.MustParse("2"), "nvidia.com/mig-1g.5gb-gpu": resource.MustParse("1"), corev1.ResourceCPU: resource.MustParse("16"),
-		}}, 3},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := GPUs(tt.r); got != tt.want {
-				t.Errorf("GPUs = %d, want %d", got, tt.want)
 			}
 		})
 	}
@@ -201,7 +179,11 @@ func TestTable(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			o := &ListOptions{Clock: clocktesting.NewFakePassiveClock(now), Watch: tt.watch}
-			table := o.table(context.Background(), newRuntimeDefaults(runtimes()), tt.items)
+			defaults, err := newRuntimeDefaults(context.Background(), runtimes())
+			if err != nil {
+				t.Fatal(err)
+			}
+			table := o.table(context.Background(), defaults, tt.items)
 			if diff := cmp.Diff(tt.columns, names(table.ColumnDefinitions)); diff != "" {
 				t.Errorf("columns (-want +got):\n%s", diff)
 			}

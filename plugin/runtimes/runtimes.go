@@ -22,8 +22,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
-	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/list"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/printers"
 )
 
@@ -244,17 +244,16 @@ func Policy(p *trainer.MLPolicy) string {
 	return "plainml"
 }
 
-// gpusPerNode is the GPUs (as list counts them) of the trainer's node container: the container named node of
-// the replicated job named node.
+// gpusPerNode is the GPUs per node of the runtime's trainer, as the pipeline counts them for a TrainJob that
+// does not set resourcesPerNode (and as list shows them).
 func gpusPerNode(spec *trainer.TrainingRuntimeSpec) string {
-	for _, rj := range spec.Template.Spec.ReplicatedJobs {
-		if rj.Name != trainer.Node {
-			continue
-		}
-		for _, c := range rj.Template.Spec.Template.Spec.Containers {
-			if n := list.GPUs(c.Resources); c.Name == trainer.Node && n > 0 {
-				return strconv.FormatInt(n, 10)
-			}
+	info, err := pipeline.NewRuntimeInfo(&trainer.TrainJob{}, &pipeline.Runtime{Object: &trainer.ClusterTrainingRuntime{}, Spec: spec})
+	if err != nil {
+		return printers.None
+	}
+	if res, ok := info.TrainerResources(); ok {
+		if n := pipeline.GPUsPerNode(res); n > 0 {
+			return strconv.FormatInt(n, 10)
 		}
 	}
 	return printers.None

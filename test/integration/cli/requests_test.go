@@ -107,9 +107,12 @@ func TestRequests(t *testing.T) {
 
 	t.Run("list", func(t *testing.T) {
 		f := fixtureOn(t, c)
-		listFixture(t, f) // 6 TrainJobs here, 2 of them without nodes: one of runtime torch-small, one of gone
+		// 6 TrainJobs here: 4 of runtime torch-distributed (not installed), one of torch-small, one of gone. Each
+		// runtime is read once: it sizes the pods whose GPUs GPUS counts.
+		listFixture(t, f)
 		trainJobs := "GET /apis/trainer.kubeflow.org/v1alpha1/namespaces/" + f.ns + "/trainjobs"
 		runtimes := []string{
+			"GET /apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes/torch-distributed",
 			"GET /apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes/torch-small",
 			"GET /apis/trainer.kubeflow.org/v1alpha1/namespaces/" + f.ns + "/trainingruntimes/gone",
 		}
