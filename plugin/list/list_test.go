@@ -34,9 +34,9 @@ func runtimeSpec(nodes int32, gpus string) trainer.TrainingRuntimeSpec {
 	return spec
 }
 
-// runtimes is a reader holding a ClusterTrainingRuntime "cluster" (2 nodes of 4 GPUs) and a TrainingRuntime
+// runtimeReader is a reader holding a ClusterTrainingRuntime "cluster" (2 nodes of 4 GPUs) and a TrainingRuntime
 // "team/local" (3 nodes of 1 GPU).
-func runtimes() client.Reader {
+func runtimeReader() client.Reader {
 	return fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(
 		&trainer.ClusterTrainingRuntime{ObjectMeta: metav1.ObjectMeta{Name: "cluster"}, Spec: runtimeSpec(2, "4")},
 		&trainer.TrainingRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "local"}, Spec: runtimeSpec(3, "1")},
@@ -112,7 +112,7 @@ func TestNodesAndGPUs(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			defaults, err := newRuntimeDefaults(context.Background(), runtimes())
+			defaults, err := newRuntimeDefaults(context.Background(), runtimeReader())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -179,7 +179,7 @@ func TestTable(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			o := &ListOptions{Clock: clocktesting.NewFakePassiveClock(now), Watch: tt.watch}
-			defaults, err := newRuntimeDefaults(context.Background(), runtimes())
+			defaults, err := newRuntimeDefaults(context.Background(), runtimeReader())
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -10,6 +10,7 @@ import (
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/offline"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/runtimes"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline/plugins"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/printers"
@@ -131,30 +132,17 @@ func (r *runtimeDefaults) start(ctx context.Context, tj *trainer.TrainJob) *runt
 	}
 	l := &runtimeLookup{done: make(chan struct{})}
 	r.cache[key] = l
-	namespace := tj.Namespace
+	tj = tj.DeepCopy() // the caller's page may be reused before the read ends
 	go func() {
 		defer close(l.done)
-		l.rt = r.read(ctx, kind, namespace, ref.Name)
+		l.rt = r.read(ctx, tj)
 	}()
 	return l
 }
 
-// read reads runtime kind/namespace/name, or nil when it cannot.
-func (r *runtimeDefaults) read(ctx context.Context, kind, namespace, name string) *pipeline.Runtime {
-	var obj client.Object
-	key := client.ObjectKey{Name: name}
-	switch kind {
-	case trainer.ClusterTrainingRuntimeKind:
-		obj = &trainer.ClusterTrainingRuntime{}
-	case trainer.TrainingRuntimeKind:
-		obj, key.Namespace = &trainer.TrainingRuntime{}, namespace
-	default:
-		return nil
-	}
-	if r.c.Get(ctx, key, obj) != nil {
-		return nil
-	}
-	rt, err := pipeline.RuntimeOf(obj)
+// read reads tj's runtime, or nil when it cannot.
+func (r *runtimeDefaults) read(ctx context.Context, tj *trainer.TrainJob) *pipeline.Runtime {
+	rt, err := runtimes.Get(ctx, r.c, nil, tj)
 	if err != nil {
 		return nil
 	}

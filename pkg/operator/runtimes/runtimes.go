@@ -32,8 +32,8 @@ func UnsupportedError(gk schema.GroupKind) error {
 
 // Get reads the runtime tj references: a TrainingRuntime in tj's namespace
 // or a ClusterTrainingRuntime. It asks cached first and, when that fails
-// (a runtime created a moment ago, or outside the cache's namespaces), live.
-// A missing runtime is a NotFound API error.
+// (a runtime created a moment ago, or outside the cache's namespaces), live,
+// unless live is nil. A missing runtime is a NotFound API error.
 func Get(ctx context.Context, cached, live client.Reader, tj *trainer.TrainJob) (*pipeline.Runtime, error) {
 	gk := pipeline.RuntimeRefGroupKind(tj)
 	var obj client.Object
@@ -47,6 +47,9 @@ func Get(ctx context.Context, cached, live client.Reader, tj *trainer.TrainJob) 
 		return nil, UnsupportedError(gk)
 	}
 	if err := cached.Get(ctx, key, obj); err != nil {
+		if live == nil {
+			return nil, err
+		}
 		if err := live.Get(ctx, key, obj); err != nil {
 			return nil, err
 		}
