@@ -5,19 +5,19 @@ package runtimes
 
 import (
 	"context"
-	"fmt"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/admission"
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
 )
 
 // The GroupKinds a runtimeRef may name.
 var (
-	TrainingRuntime        = schema.GroupKind{Group: trainer.GroupVersion.Group, Kind: trainer.TrainingRuntimeKind}
-	ClusterTrainingRuntime = schema.GroupKind{Group: trainer.GroupVersion.Group, Kind: trainer.ClusterTrainingRuntimeKind}
+	TrainingRuntime        = admission.TrainingRuntime
+	ClusterTrainingRuntime = admission.ClusterTrainingRuntime
 )
 
 // Supported tells whether a runtimeRef GroupKind names a runtime kind.
@@ -25,10 +25,8 @@ func Supported(gk schema.GroupKind) bool {
 	return gk == TrainingRuntime || gk == ClusterTrainingRuntime
 }
 
-// UnsupportedError is the error for a runtimeRef naming another kind.
-func UnsupportedError(gk schema.GroupKind) error {
-	return fmt.Errorf("unsupported runtime: %s", gk)
-}
+// UnsupportedError is the error for a runtimeRef naming another kind, worded as the webhook words it.
+func UnsupportedError(gk schema.GroupKind) error { return admission.UnsupportedError(gk) }
 
 // Get reads the runtime tj references: a TrainingRuntime in tj's namespace
 // or a ClusterTrainingRuntime. It asks cached first and, when that fails
