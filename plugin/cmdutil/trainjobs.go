@@ -55,7 +55,7 @@ func APIMessage(err error) string {
 
 // Namespace is the namespace of --namespace or of the kubeconfig's context, with a hint when the kubeconfig
 // cannot be read.
-func Namespace(f *Factory) (string, error) {
+func Namespace(f Factory) (string, error) {
 	ns, _, err := f.Namespace()
 	if err != nil {
 		return "", fmt.Errorf("cannot read the kubeconfig: %w (pass --kubeconfig or set KUBECONFIG to a kubeconfig file)", err)
@@ -65,7 +65,7 @@ func Namespace(f *Factory) (string, error) {
 
 // NamespaceAndClient resolves what every TrainJob command needs: the namespace, and a client unless c is
 // one already (tests set one).
-func NamespaceAndClient(f *Factory, c client.WithWatch) (string, client.WithWatch, error) {
+func NamespaceAndClient(f Factory, c client.WithWatch) (string, client.WithWatch, error) {
 	ns, err := Namespace(f)
 	if err != nil {
 		return "", nil, err

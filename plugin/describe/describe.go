@@ -46,14 +46,14 @@ type Options struct {
 	Output       string
 
 	Streams   cmdutil.Streams
-	factory   *cmdutil.Factory
+	factory   cmdutil.Factory
 	namespace string
 	client    client.Client
 	decoder   runtime.Decoder
 }
 
 // NewCmd builds `describe-pipeline`.
-func NewCmd(f *cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
+func NewCmd(f cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
 	o := &Options{Streams: streams, factory: f}
 	cmd := &cobra.Command{
 		Use:     "describe-pipeline [NAME | --runtime RUNTIME | -f FILE]",

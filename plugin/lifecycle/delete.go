@@ -76,12 +76,12 @@ func NewDeleteOptions(streams cmdutil.Streams) *DeleteOptions {
 }
 
 // NewCmdDelete is `kubectl trainjob delete`.
-func NewCmdDelete(f *cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
+func NewCmdDelete(f cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
 	return NewCmdDeleteWithOptions(f, NewDeleteOptions(streams))
 }
 
 // NewCmdDeleteWithOptions is `kubectl trainjob delete` with preset options (a terminal in tests).
-func NewCmdDeleteWithOptions(f *cmdutil.Factory, o *DeleteOptions) *cobra.Command {
+func NewCmdDeleteWithOptions(f cmdutil.Factory, o *DeleteOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "delete (NAME... | --all | -l SELECTOR)",
 		Short: "Delete TrainJobs and everything they own",
@@ -116,7 +116,7 @@ so --wait returns once the pods are gone; orphan leaves the children.`,
 }
 
 // Complete resolves the namespace, the client and the propagation policy.
-func (o *DeleteOptions) Complete(f *cmdutil.Factory, args []string) error {
+func (o *DeleteOptions) Complete(f cmdutil.Factory, args []string) error {
 	o.Names = args
 	switch o.Cascade {
 	case "background", "true":

@@ -33,7 +33,7 @@ type SuspendOptions struct {
 }
 
 // NewCmdSuspend is `kubectl trainjob suspend`.
-func NewCmdSuspend(f *cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
+func NewCmdSuspend(f cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
 	return newCmdSuspend(f, &SuspendOptions{Streams: streams, Suspend: true}, &cobra.Command{
 		Use:   "suspend NAME...",
 		Short: "Suspend TrainJobs: their pods are deleted until they are resumed",
@@ -46,7 +46,7 @@ The active deadline does not run while suspended.`,
 }
 
 // NewCmdResume is `kubectl trainjob resume`.
-func NewCmdResume(f *cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
+func NewCmdResume(f cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
 	return newCmdSuspend(f, &SuspendOptions{Streams: streams}, &cobra.Command{
 		Use:   "resume NAME...",
 		Short: "Resume suspended TrainJobs",
@@ -57,7 +57,7 @@ is suspended and resumed by Kueue, which may suspend it again until it is admitt
 	})
 }
 
-func newCmdSuspend(f *cmdutil.Factory, o *SuspendOptions, cmd *cobra.Command) *cobra.Command {
+func newCmdSuspend(f cmdutil.Factory, o *SuspendOptions, cmd *cobra.Command) *cobra.Command {
 	cmd.Args = cobra.MinimumNArgs(1)
 	cmd.ValidArgsFunction = completion.TrainJobNames(f)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
@@ -70,7 +70,7 @@ func newCmdSuspend(f *cmdutil.Factory, o *SuspendOptions, cmd *cobra.Command) *c
 }
 
 // Complete resolves the namespace and the client.
-func (o *SuspendOptions) Complete(f *cmdutil.Factory, args []string) error {
+func (o *SuspendOptions) Complete(f cmdutil.Factory, args []string) error {
 	o.Names = args
 	var err error
 	o.Namespace, o.Client, err = cmdutil.NamespaceAndClient(f, o.Client)

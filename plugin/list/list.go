@@ -81,12 +81,12 @@ func NewListOptions(streams cmdutil.Streams) *ListOptions {
 }
 
 // NewCmdList is `kubectl trainjob list`.
-func NewCmdList(f *cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
+func NewCmdList(f cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
 	return NewCmdListWithOptions(f, NewListOptions(streams))
 }
 
 // NewCmdListWithOptions is `kubectl trainjob list` with preset options (a pinned clock in tests).
-func NewCmdListWithOptions(f *cmdutil.Factory, o *ListOptions) *cobra.Command {
+func NewCmdListWithOptions(f cmdutil.Factory, o *ListOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls", "get"},
@@ -133,7 +133,7 @@ A dash means unknown.`,
 func stageNames() string { return strings.Join(stage.Names(), ", ") }
 
 // Complete resolves the namespace, the client and the printer.
-func (o *ListOptions) Complete(f *cmdutil.Factory, _ *cobra.Command) error {
+func (o *ListOptions) Complete(f cmdutil.Factory, _ *cobra.Command) error {
 	var err error
 	if o.Namespace, o.Client, err = cmdutil.NamespaceAndClient(f, o.Client); err != nil {
 		return err

@@ -44,7 +44,7 @@ type CommandOptions struct {
 
 	zap      zap.Options
 	registry pipeline.Registry
-	factory  *cmdutil.Factory
+	factory  cmdutil.Factory
 	streams  cmdutil.Streams
 }
 
@@ -52,14 +52,14 @@ type CommandOptions struct {
 // Pipeline Framework with registry. Its cluster connection comes from the
 // root's kubectl flags (--kubeconfig, --context, …), else the pod's
 // in-cluster configuration.
-func NewCommand(registry pipeline.Registry) func(*cmdutil.Factory, cmdutil.Streams) *cobra.Command {
-	return func(f *cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
+func NewCommand(registry pipeline.Registry) func(cmdutil.Factory, cmdutil.Streams) *cobra.Command {
+	return func(f cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
 		cmd, _ := newCommand(registry, f, streams)
 		return cmd
 	}
 }
 
-func newCommand(registry pipeline.Registry, f *cmdutil.Factory, streams cmdutil.Streams) (*cobra.Command, *CommandOptions) {
+func newCommand(registry pipeline.Registry, f cmdutil.Factory, streams cmdutil.Streams) (*cobra.Command, *CommandOptions) {
 	o := &CommandOptions{registry: registry, factory: f, streams: streams, zap: zap.Options{}}
 	cmd := &cobra.Command{
 		Use:   "operator",

@@ -67,12 +67,12 @@ func NewRuntimesOptions(streams cmdutil.Streams) *RuntimesOptions {
 }
 
 // NewCmdRuntimes is `kubectl trainjob runtimes`.
-func NewCmdRuntimes(f *cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
+func NewCmdRuntimes(f cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
 	return NewCmdRuntimesWithOptions(f, NewRuntimesOptions(streams))
 }
 
 // NewCmdRuntimesWithOptions is `kubectl trainjob runtimes` with preset options (a pinned clock in tests).
-func NewCmdRuntimesWithOptions(f *cmdutil.Factory, o *RuntimesOptions) *cobra.Command {
+func NewCmdRuntimesWithOptions(f cmdutil.Factory, o *RuntimesOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "runtimes [-A] [-o FORMAT]",
 		Aliases: []string{"runtime"},
@@ -94,7 +94,7 @@ func NewCmdRuntimesWithOptions(f *cmdutil.Factory, o *RuntimesOptions) *cobra.Co
 }
 
 // Complete resolves the namespace and the client.
-func (o *RuntimesOptions) Complete(f *cmdutil.Factory) error {
+func (o *RuntimesOptions) Complete(f cmdutil.Factory) error {
 	var err error
 	if o.namespace, _, err = f.Namespace(); err != nil {
 		return err

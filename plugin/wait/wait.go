@@ -56,13 +56,13 @@ func NewWaitOptions(streams cmdutil.Streams) *WaitOptions {
 }
 
 // NewCmdWait is `kubectl trainjob wait`.
-func NewCmdWait(f *cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
+func NewCmdWait(f cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
 	return NewCmdWaitWithOptions(f, NewWaitOptions(streams))
 }
 
 // NewCmdWaitWithOptions is `wait` with options given, e.g. a Client of the
 // caller's (tests), which Complete keeps.
-func NewCmdWaitWithOptions(f *cmdutil.Factory, o *WaitOptions) *cobra.Command {
+func NewCmdWaitWithOptions(f cmdutil.Factory, o *WaitOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "wait NAME... --for=STAGE|CONDITION",
 		Short: "Wait until TrainJobs reach a stage or a condition",
@@ -96,7 +96,7 @@ can be reached any more).`,
 }
 
 // Complete resolves the namespace and the client, and parses --for.
-func (o *WaitOptions) Complete(f *cmdutil.Factory, args []string) error {
+func (o *WaitOptions) Complete(f cmdutil.Factory, args []string) error {
 	o.Names = args
 	o.targets = nil
 	for _, value := range o.For {

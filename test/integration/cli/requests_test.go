@@ -33,11 +33,11 @@ type roundTripperFunc func(*http.Request) (*http.Response, error)
 func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // factory is a factory as main makes it, whose clients' requests go through l.
-func (l *requestLog) factory() *cmdutil.Factory { return factorySeeing(l.add) }
+func (l *requestLog) factory() *cmdutil.ConfigFactory { return factorySeeing(l.add) }
 
 // factorySeeing is a factory as main makes it that calls see with each request its clients send, before
 // sending it.
-func factorySeeing(see func(*http.Request)) *cmdutil.Factory {
+func factorySeeing(see func(*http.Request)) *cmdutil.ConfigFactory {
 	f := cmdutil.NewFactory()
 	f.ConfigFlags.WrapConfigFn = func(cfg *rest.Config) *rest.Config {
 		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
