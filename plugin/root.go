@@ -7,7 +7,6 @@ package plugin
 
 import (
 	"flag"
-	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -18,7 +17,7 @@ import (
 )
 
 // CommandAdder adds a subcommand; each command package provides one.
-type CommandAdder func(f *cmdutil.Factory, streams cmdutil.Streams) *cobra.Command
+type CommandAdder func(f cmdutil.Factory, streams cmdutil.Streams) *cobra.Command
 
 // exitCodesHelp is appended to the root's help.
 const exitCodesHelp = `
@@ -29,7 +28,7 @@ Exit codes:
   3  timed out waiting`
 
 // NewRootCommand is `kubectl trainjob` with the given subcommands.
-func NewRootCommand(f *cmdutil.Factory, streams cmdutil.Streams, adders ...CommandAdder) *cobra.Command {
+func NewRootCommand(f cmdutil.Factory, streams cmdutil.Streams, adders ...CommandAdder) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "kubectl-trainjob",
 		Short: "Create TrainJobs and see where each one is in its pipeline",
@@ -47,21 +46,14 @@ Kubeflow Trainer's own controller and against its operator
 	root.SetIn(streams.In)
 	root.SetOut(streams.Out)
 	root.SetErr(streams.ErrOut)
-	f.ConfigFlags.AddFlags(root.PersistentFlags())
+	f.AddFlags(root.PersistentFlags())
 	// -v as kubectl has it: -v=6 logs every API request with its status and time, -v=8 with the bodies.
 	logFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(logFlags)
 	root.PersistentFlags().AddGoFlag(logFlags.Lookup("v"))
 	root.PersistentFlags().Lookup("v").Usage = "Log level: 6 logs every API request, 8 also the bodies (kubectl's -v)"
-	root.PersistentFlags().StringVar(&f.Color, "color", "auto", "Colour output: auto (on a terminal, unless NO_COLOR is set), always or never")
 	_ = root.RegisterFlagCompletionFunc("color", cobra.FixedCompletions([]string{"auto", "always", "never"}, cobra.ShellCompDirectiveNoFileComp))
-	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
-		switch f.Color {
-		case "auto", "always", "never":
-			return nil
-		}
-		return fmt.Errorf("invalid --color %q: use auto, always or never", f.Color)
-	}
+	root.PersistentPreRunE = func(*cobra.Command, []string) error { return f.ValidateFlags() }
 	for _, add := range adders {
 		root.AddCommand(add(f, streams))
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline/plugins"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/completion"
@@ -11,6 +10,7 @@ import (
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/lifecycle"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/list"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/logs"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/operator"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/render"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/runtimes"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/status"

@@ -30,7 +30,7 @@ func trainJobOn(kind, name string) *trainer.TrainJob {
 }
 
 // TestFindRuntime: the runtime a TrainJob references, by kind, name and (for a TrainingRuntime) its
-// namespace; else the webhook's words.
+// namespace; else the webhook's words, the very ones the operator's webhook answers (pkg/admission).
 func TestFindRuntime(t *testing.T) {
 	cluster := runtimeOf(t, &trainer.ClusterTrainingRuntime{ObjectMeta: metav1.ObjectMeta{Name: "torch"}})
 	local := runtimeOf(t, &trainer.TrainingRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "torch"}})
@@ -46,13 +46,13 @@ func TestFindRuntime(t *testing.T) {
 		{name: "ClusterTrainingRuntime", tj: trainJobOn(trainer.ClusterTrainingRuntimeKind, "torch"), want: cluster},
 		{name: "TrainingRuntime of the namespace, not the cluster's of the same name", tj: trainJobOn(trainer.TrainingRuntimeKind, "torch"), want: local},
 		{name: "TrainingRuntime of another namespace", tj: trainJobOn(trainer.TrainingRuntimeKind, "mine"),
-			wantErr: denied + `spec.runtimeRef: Invalid value: {"name":"mine","apiGroup":"trainer.kubeflow.org","kind":"TrainingRuntime"}: ` +
+			wantErr: denied + `spec.runtimeRef: Invalid value: "mine": ` +
 				`trainingruntimes.trainer.kubeflow.org "mine" not found: specified trainingRuntime must be created before the TrainJob is created`},
 		{name: "missing ClusterTrainingRuntime", tj: trainJobOn(trainer.ClusterTrainingRuntimeKind, "gone"),
-			wantErr: denied + `spec.runtimeRef: Invalid value: {"name":"gone","apiGroup":"trainer.kubeflow.org","kind":"ClusterTrainingRuntime"}: ` +
+			wantErr: denied + `spec.runtimeRef: Invalid value: "gone": ` +
 				`clustertrainingruntimes.trainer.kubeflow.org "gone" not found: specified clusterTrainingRuntime must be created before the TrainJob is created`},
 		{name: "unsupported kind", tj: trainJobOn("Runtime", "torch"),
-			wantErr: denied + `spec.runtimeRef: Invalid value: {"name":"torch","apiGroup":"trainer.kubeflow.org","kind":"Runtime"}: unsupported runtime: Runtime.trainer.kubeflow.org`},
+			wantErr: denied + `unsupported runtime: Runtime.trainer.kubeflow.org`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -8,20 +8,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrladmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/admission"
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
 )
-
-// TrainJobValidatorWebhook is the name of the TrainJob validating webhook,
-// which the API server puts in every denial.
-const TrainJobValidatorWebhook = "validator.trainjob.trainer.kubeflow.org"
-
-// DeniedError words a webhook denial as the API server returns it (403).
-func DeniedError(webhook string, errs field.ErrorList) error {
-	return apierrors.NewForbidden(schema.GroupResource{Group: trainer.GroupVersion.Group, Resource: "trainjobs"}, "",
-		fmt.Errorf("admission webhook %q denied the request: %w", webhook, errs.ToAggregate()))
-}
 
 // Result is what rendering one TrainJob gives.
 type Result struct {
@@ -32,49 +24,57 @@ type Result struct {
 	Warnings []string
 }
 
-// FindRuntime returns the runtime a TrainJob references among the inputs,
-// or the webhook's error when there is none.
+// FindRuntime returns the runtime a TrainJob references among the inputs, or the webhook's refusal when
+// there is none.
 func FindRuntime(tj *trainer.TrainJob, runtimes []*pipeline.Runtime) (*pipeline.Runtime, error) {
-	gk := pipeline.RuntimeRefGroupKind(tj)
-	path := field.NewPath("spec", "runtimeRef")
-	var resource, kindWord string
-	switch gk {
-	case schema.GroupKind{Group: trainer.GroupVersion.Group, Kind: trainer.TrainingRuntimeKind}:
-		resource, kindWord = "trainingruntimes", "trainingRuntime"
-	case schema.GroupKind{Group: trainer.GroupVersion.Group, Kind: trainer.ClusterTrainingRuntimeKind}:
-		resource, kindWord = "clustertrainingruntimes", "clusterTrainingRuntime"
-	default:
-		return nil, DeniedError(TrainJobValidatorWebhook, field.ErrorList{field.Invalid(path, tj.Spec.RuntimeRef, fmt.Sprintf("unsupported runtime: %s", gk))})
+	var rt *pipeline.Runtime
+	_, err := admission.Admit(context.Background(), nothingToValidate{}, files(runtimes, &rt), nil, tj)
+	if err != nil {
+		return nil, admission.Denied(err)
 	}
-	for _, rt := range runtimes {
-		o := rt.Object
-		if rt.GroupKind() == gk && o.GetName() == tj.Spec.RuntimeRef.Name &&
-			(gk.Kind == trainer.ClusterTrainingRuntimeKind || o.GetNamespace() == tj.Namespace) {
-			return rt, nil
-		}
-	}
-	notFound := apierrors.NewNotFound(schema.GroupResource{Group: trainer.GroupVersion.Group, Resource: resource}, tj.Spec.RuntimeRef.Name)
-	return nil, DeniedError(TrainJobValidatorWebhook, field.ErrorList{field.Invalid(path, tj.Spec.RuntimeRef,
-		fmt.Sprintf("%v: specified %s must be created before the TrainJob is created", notFound, kindWord))})
+	return rt, nil
 }
 
-// Render admits a TrainJob against its runtime as the webhook would (the
-// CustomValidation plugins), then runs the Build phase.
+// nothingToValidate lets FindRuntime ask admission.Admit for the runtime alone.
+type nothingToValidate struct{}
+
+func (nothingToValidate) Validate(context.Context, *pipeline.Runtime, *trainer.TrainJob, *trainer.TrainJob) (ctrladmission.Warnings, field.ErrorList) {
+	return nil, nil
+}
+
+// files resolves a TrainJob's runtime among runtimes, as the webhook does among the cluster's: a
+// ClusterTrainingRuntime by name, a TrainingRuntime by name in the TrainJob's namespace. found, unless nil,
+// is set to the runtime resolved.
+func files(runtimes []*pipeline.Runtime, found **pipeline.Runtime) admission.Resolver {
+	return admission.ResolverFunc(func(_ context.Context, _, tj *trainer.TrainJob) (*pipeline.Runtime, error) {
+		gk := pipeline.RuntimeRefGroupKind(tj)
+		for _, rt := range runtimes {
+			o := rt.Object
+			if rt.GroupKind() == gk && o.GetName() == tj.Spec.RuntimeRef.Name &&
+				(gk.Kind == trainer.ClusterTrainingRuntimeKind || o.GetNamespace() == tj.Namespace) {
+				if found != nil {
+					*found = rt
+				}
+				return rt, nil
+			}
+		}
+		resource := "trainingruntimes"
+		if gk == admission.ClusterTrainingRuntime {
+			resource = "clustertrainingruntimes"
+		}
+		return nil, apierrors.NewNotFound(schema.GroupResource{Group: trainer.GroupVersion.Group, Resource: resource}, tj.Spec.RuntimeRef.Name)
+	})
+}
+
+// Render admits a TrainJob against the runtimes as the webhook would (admission.Admit), then runs the
+// Build phase.
 func Render(ctx context.Context, fw *pipeline.Framework, tj *trainer.TrainJob, runtimes []*pipeline.Runtime, opts pipeline.BuildOptions) (*Result, error) {
-	rt, err := FindRuntime(tj, runtimes)
+	var rt *pipeline.Runtime
+	warnings, err := admission.Admit(ctx, fw, files(runtimes, &rt), nil, tj)
 	if err != nil {
-		return nil, err
+		return nil, admission.Denied(err)
 	}
-	res := &Result{TrainJob: tj, Runtime: rt}
-	if rt.Object.GetLabels()[trainer.SupportLabel] == trainer.SupportDeprecated {
-		res.Warnings = append(res.Warnings, fmt.Sprintf("Referenced %s %q is deprecated and will be removed in a future release of Kubeflow Trainer. See runtime deprecation policy: %s",
-			rt.GroupKind().Kind, rt.Object.GetName(), trainer.DeprecationPolicyURL))
-	}
-	warnings, errs := fw.Validate(ctx, rt, nil, tj)
-	res.Warnings = append(res.Warnings, warnings...)
-	if len(errs) > 0 {
-		return nil, DeniedError(TrainJobValidatorWebhook, errs)
-	}
+	res := &Result{TrainJob: tj, Runtime: rt, Warnings: warnings}
 	objs, info, err := fw.Build(ctx, tj, rt, opts)
 	if err != nil {
 		return nil, fmt.Errorf("build phase: %w", err)

@@ -1,10 +1,18 @@
 package operator
 
 import (
+	"io"
+
+	"github.com/go-logr/logr"
 	uberzap "go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 )
+
+// NewLogger is the operator's logger: zap with the command line's options, writing to w, encoding values lazily.
+func NewLogger(opts *zap.Options, w io.Writer) logr.Logger {
+	return zap.New(zap.UseFlagOptions(opts), zap.WriteTo(w), lazyValues())
+}
 
 // lazyValues makes a logger encode the values added to it (WithValues) when
 // it writes a line, not when they are added. controller-runtime adds the

@@ -6,6 +6,8 @@
 package stage
 
 import (
+	"strings"
+
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/utils/ptr"
 
@@ -110,4 +112,23 @@ func Of(tj *trainer.TrainJob) Stage {
 		return Initializing
 	}
 	return Pending
+}
+
+// Names are the names of the stages, in pipeline order.
+func Names() []string {
+	names := make([]string, len(All))
+	for k, s := range All {
+		names[k] = string(s)
+	}
+	return names
+}
+
+// Parse reads a stage name, in any case.
+func Parse(name string) (Stage, bool) {
+	for _, s := range All {
+		if strings.EqualFold(name, string(s)) {
+			return s, true
+		}
+	}
+	return "", false
 }

@@ -79,3 +79,23 @@ func TestOf(t *testing.T) {
 		})
 	}
 }
+
+func TestParse(t *testing.T) {
+	tests := []struct {
+		in   string
+		want Stage
+		ok   bool
+	}{
+		{"Training", Training, true},
+		{"complete", Complete, true},
+		{"SUSPENDED", Suspended, true},
+		{"Running", "", false},
+		{"", "", false},
+	}
+	for _, tt := range tests {
+		got, ok := Parse(tt.in)
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("Parse(%q) = %q, %v; want %q, %v", tt.in, got, ok, tt.want, tt.ok)
+		}
+	}
+}

@@ -1,5 +1,6 @@
-// Package cmdutil holds what every command of the kubectl plugin shares:
-// the client factory built from kubectl's global flags, exit codes, colour.
+// Package cmdutil holds what every command of the kubectl plugin shares: the client factory built from
+// kubectl's global flags, exit codes, colour, and reading a TrainJob by name with a clear error. A helper two
+// commands need lives here, never in one command that the other imports.
 package cmdutil
 
 import (
@@ -8,6 +9,8 @@ import (
 	"io"
 	"os"
 	"sync"
+
+	"github.com/spf13/pflag"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -53,9 +56,34 @@ func ExitCode(err error) int {
 	return ExitError
 }
 
-// Factory builds clients from kubectl's global flags.
-type Factory struct {
-	ConfigFlags *genericclioptions.ConfigFlags
+// Factory is what commands ask for clients, namespace, scheme and colour, as kubectl's cmdutil.Factory is: an
+// interface, so that a command depends on what it asks for and a test hands it a factory of its own instead of
+// presetting fields. It is a genericclioptions.RESTClientGetter, as kubectl's is.
+type Factory interface {
+	genericclioptions.RESTClientGetter
+	// AddFlags adds kubectl's global flags (--kubeconfig, --context, -n, ...) and --color to flags.
+	AddFlags(flags *pflag.FlagSet)
+	// ValidateFlags rejects global flag values no command can use.
+	ValidateFlags() error
+	// RESTConfig is the client config, with a clear error when there is none.
+	RESTConfig() (*rest.Config, error)
+	// Namespace is the namespace of --namespace or the current context, and whether it was given explicitly.
+	Namespace() (string, bool, error)
+	// NamespaceFlag is the value of --namespace, "" when not given.
+	NamespaceFlag() string
+	// Scheme is the project's scheme (pkg/scheme).
+	Scheme() *runtime.Scheme
+	// Client is a controller-runtime client with the project's scheme.
+	Client() (client.WithWatch, error)
+	// Clientset is a client-go clientset (for pod logs and events).
+	Clientset() (kubernetes.Interface, error)
+	// UseColor tells whether to colour output written to out.
+	UseColor(out io.Writer) bool
+}
+
+// ConfigFactory is the Factory of the binary: clients from kubectl's global flags.
+type ConfigFactory struct {
+	*genericclioptions.ConfigFlags
 	// Color is the --color flag: auto, always or never.
 	Color string
 
@@ -63,13 +91,38 @@ type Factory struct {
 	scheme     *runtime.Scheme
 }
 
+var _ Factory = (*ConfigFactory)(nil)
+
 // NewFactory returns a factory with every kubectl global flag.
-func NewFactory() *Factory {
-	return &Factory{ConfigFlags: genericclioptions.NewConfigFlags(true).WithDiscoveryQPS(50), Color: "auto"}
+func NewFactory() *ConfigFactory {
+	return NewFactoryFromFlags(genericclioptions.NewConfigFlags(true).WithDiscoveryQPS(50))
 }
 
+// NewFactoryFromFlags returns a factory of the given kubectl flags (tests wrap their transport).
+func NewFactoryFromFlags(flags *genericclioptions.ConfigFlags) *ConfigFactory {
+	return &ConfigFactory{ConfigFlags: flags, Color: "auto"}
+}
+
+// AddFlags adds kubectl's global flags and --color.
+func (f *ConfigFactory) AddFlags(flags *pflag.FlagSet) {
+	f.ConfigFlags.AddFlags(flags)
+	flags.StringVar(&f.Color, "color", "auto", "Colour output: auto (on a terminal, unless NO_COLOR is set), always or never")
+}
+
+// ValidateFlags checks --color.
+func (f *ConfigFactory) ValidateFlags() error {
+	switch f.Color {
+	case "auto", "always", "never":
+		return nil
+	}
+	return fmt.Errorf("invalid --color %q: use auto, always or never", f.Color)
+}
+
+// NamespaceFlag is the value of --namespace.
+func (f *ConfigFactory) NamespaceFlag() string { return ptr.Deref(f.ConfigFlags.Namespace, "") }
+
 // RESTConfig is the client config, with a clear error when there is none.
-func (f *Factory) RESTConfig() (*rest.Config, error) {
+func (f *ConfigFactory) RESTConfig() (*rest.Config, error) {
 	if f.noCluster() {
 		return nil, errors.New("no cluster to talk to: no kubeconfig found (set KUBECONFIG or pass --kubeconfig)")
 	}
@@ -83,7 +136,7 @@ func (f *Factory) RESTConfig() (*rest.Config, error) {
 
 // noCluster tells whether nothing names a cluster: no kubeconfig, no --server, not in a pod. client-go would
 // then fall back to http://localhost:8080 and fail later with "connection refused".
-func (f *Factory) noCluster() bool {
+func (f *ConfigFactory) noCluster() bool {
 	if ptr.Deref(f.ConfigFlags.APIServer, "") != "" || os.Getenv("KUBERNETES_SERVICE_HOST") != "" {
 		return false
 	}
@@ -93,20 +146,20 @@ func (f *Factory) noCluster() bool {
 
 // Namespace is the namespace of --namespace or the current context, and
 // whether it was given explicitly.
-func (f *Factory) Namespace() (string, bool, error) {
+func (f *ConfigFactory) Namespace() (string, bool, error) {
 	return f.ConfigFlags.ToRawKubeConfigLoader().Namespace()
 }
 
 // Scheme is the project's scheme (pkg/scheme), built once, when a command first needs it: building it costs
 // milliseconds that a command which prints its help, or fails early, need not spend.
-func (f *Factory) Scheme() *runtime.Scheme {
+func (f *ConfigFactory) Scheme() *runtime.Scheme {
 	f.schemeOnce.Do(func() { f.scheme = scheme.New() })
 	return f.scheme
 }
 
 // Client is a controller-runtime client with the project's scheme. It maps the kinds the commands use
 // without discovery (newRESTMapper).
-func (f *Factory) Client() (client.WithWatch, error) {
+func (f *ConfigFactory) Client() (client.WithWatch, error) {
 	cfg, err := f.RESTConfig()
 	if err != nil {
 		return nil, err
@@ -123,7 +176,7 @@ func (f *Factory) Client() (client.WithWatch, error) {
 }
 
 // Clientset is a client-go clientset (for pod logs and events).
-func (f *Factory) Clientset() (kubernetes.Interface, error) {
+func (f *ConfigFactory) Clientset() (kubernetes.Interface, error) {
 	cfg, err := f.RESTConfig()
 	if err != nil {
 		return nil, err
@@ -133,7 +186,7 @@ func (f *Factory) Clientset() (kubernetes.Interface, error) {
 
 // UseColor tells whether to colour output written to out: --color=always,
 // or auto on a terminal without NO_COLOR and TERM=dumb.
-func (f *Factory) UseColor(out io.Writer) bool {
+func (f *ConfigFactory) UseColor(out io.Writer) bool {
 	switch f.Color {
 	case "always":
 		return true

@@ -44,7 +44,7 @@ type CompletionOptions struct {
 }
 
 // NewCmdCompletion is `kubectl trainjob completion SHELL`.
-func NewCmdCompletion(_ *cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
+func NewCmdCompletion(_ cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
 	o := &CompletionOptions{Streams: streams}
 	return &cobra.Command{
 		Use:                   "completion " + strings.Join(Shells, "|"),

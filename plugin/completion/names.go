@@ -30,7 +30,7 @@ const RuntimeKindPrefix = "trainingruntime/"
 type Lookup func(ctx context.Context, c client.Client, namespace string, cmd *cobra.Command, args []string, toComplete string) []cobra.Completion
 
 // FromCluster is a completion function that runs lookup within a short timeout. Completions are not files.
-func FromCluster(f *cmdutil.Factory, lookup Lookup, directive cobra.ShellCompDirective) cobra.CompletionFunc {
+func FromCluster(f cmdutil.Factory, lookup Lookup, directive cobra.ShellCompDirective) cobra.CompletionFunc {
 	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
 		directive |= cobra.ShellCompDirectiveNoFileComp
 		ns, _, err := f.Namespace()
@@ -53,7 +53,7 @@ func FromCluster(f *cmdutil.Factory, lookup Lookup, directive cobra.ShellCompDir
 
 // TrainJobNames completes the names of the TrainJobs in the namespace, leaving out those already given (for
 // commands that take several).
-func TrainJobNames(f *cmdutil.Factory) cobra.CompletionFunc {
+func TrainJobNames(f cmdutil.Factory) cobra.CompletionFunc {
 	return FromCluster(f, func(ctx context.Context, cl client.Client, ns string, _ *cobra.Command, args []string, toComplete string) []cobra.Completion {
 		var list trainer.TrainJobList
 		if cl.List(ctx, &list, client.InNamespace(ns), client.Limit(listLimit)) != nil {
@@ -71,7 +71,7 @@ func TrainJobNames(f *cmdutil.Factory) cobra.CompletionFunc {
 
 // RuntimeNames completes runtime names: ClusterTrainingRuntimes by name, and the namespace's
 // TrainingRuntimes as trainingruntime/NAME. Each comes with its kind as description.
-func RuntimeNames(f *cmdutil.Factory) cobra.CompletionFunc {
+func RuntimeNames(f cmdutil.Factory) cobra.CompletionFunc {
 	return FromCluster(f, func(ctx context.Context, cl client.Client, ns string, _ *cobra.Command, _ []string, toComplete string) []cobra.Completion {
 		var names []cobra.Completion
 		add := func(name, kind string) {
@@ -97,7 +97,7 @@ func RuntimeNames(f *cmdutil.Factory) cobra.CompletionFunc {
 
 // TrainJobNodes completes the Kubernetes nodes the pods of the TrainJob named by the first argument run on
 // (logs --node).
-func TrainJobNodes(f *cmdutil.Factory) cobra.CompletionFunc {
+func TrainJobNodes(f cmdutil.Factory) cobra.CompletionFunc {
 	return FromCluster(f, func(ctx context.Context, cl client.Client, ns string, _ *cobra.Command, args []string, toComplete string) []cobra.Completion {
 		if len(args) == 0 {
 			return nil

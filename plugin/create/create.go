@@ -92,12 +92,12 @@ func NewCreateOptions(streams cmdutil.Streams) *CreateOptions {
 }
 
 // NewCmdCreate is `kubectl trainjob create`.
-func NewCmdCreate(f *cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
+func NewCmdCreate(f cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
 	return NewCmdCreateWithOptions(f, NewCreateOptions(streams))
 }
 
 // NewCmdCreateWithOptions is `kubectl trainjob create` with preset options (a pinned clock in tests).
-func NewCmdCreateWithOptions(f *cmdutil.Factory, o *CreateOptions) *cobra.Command {
+func NewCmdCreateWithOptions(f cmdutil.Factory, o *CreateOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:                   "create NAME --runtime RUNTIME [flags] [-- COMMAND [ARG...]] | create -f FILE",
 		DisableFlagsInUseLine: true,
@@ -143,7 +143,7 @@ func NewCmdCreateWithOptions(f *cmdutil.Factory, o *CreateOptions) *cobra.Comman
 }
 
 // Complete resolves the namespace, the client, NAME and the trainer command after --.
-func (o *CreateOptions) Complete(f *cmdutil.Factory, cmd *cobra.Command, args []string) error {
+func (o *CreateOptions) Complete(f cmdutil.Factory, cmd *cobra.Command, args []string) error {
 	if dash := cmd.ArgsLenAtDash(); dash >= 0 {
 		o.spec.command, args = args[dash:], args[:dash]
 		if len(o.spec.command) == 0 {

@@ -12,13 +12,15 @@ import (
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/dryrun"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/runtimes"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline/plugins"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/stage"
@@ -44,13 +46,14 @@ type Options struct {
 	Output       string
 
 	Streams   cmdutil.Streams
-	factory   *cmdutil.Factory
+	factory   cmdutil.Factory
 	namespace string
 	client    client.Client
+	decoder   runtime.Decoder
 }
 
 // NewCmd builds `describe-pipeline`.
-func NewCmd(f *cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
+func NewCmd(f cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
 	o := &Options{Streams: streams, factory: f}
 	cmd := &cobra.Command{
 		Use:     "describe-pipeline [NAME | --runtime RUNTIME | -f FILE]",
@@ -92,6 +95,7 @@ func (o *Options) Complete(args []string) error {
 			return err
 		}
 		o.client = c
+		o.decoder = serializer.NewCodecFactory(o.factory.Scheme()).UniversalDeserializer()
 	}
 	return nil
 }
@@ -182,11 +186,8 @@ func (o *Options) inputs(ctx context.Context) (*trainer.TrainJob, []*pipeline.Ru
 		}
 		return tj, []*pipeline.Runtime{rt}, nil
 	default:
-		tj := &trainer.TrainJob{}
-		if err := o.client.Get(ctx, types.NamespacedName{Namespace: o.namespace, Name: o.Name}, tj); err != nil {
-			if apierrors.IsNotFound(err) {
-				return nil, nil, fmt.Errorf("trainjob %q not found in namespace %q: list them with: kubectl trainjob list", o.Name, o.namespace)
-			}
+		tj, err := cmdutil.GetTrainJob(ctx, o.client, o.namespace, o.Name)
+		if err != nil {
 			return nil, nil, err
 		}
 		rt, err := o.liveRuntime(ctx, tj)
@@ -201,24 +202,15 @@ func (o *Options) inputs(ctx context.Context) (*trainer.TrainJob, []*pipeline.Ru
 // snapshot when there is one (what the TrainJob is really built from), else
 // the runtime itself.
 func (o *Options) liveRuntime(ctx context.Context, tj *trainer.TrainJob) (*pipeline.Runtime, error) {
-	if rt, err := snapshotRuntime(ctx, o.client, tj); err == nil && rt != nil {
+	// The snapshot counts only when the TrainJob controls it: a ConfigMap of that name is someone else's.
+	if rt, err := runtimes.Snapshot(ctx, o.client, nil, o.decoder, tj); err == nil {
 		return rt, nil
 	}
-	gk := pipeline.RuntimeRefGroupKind(tj)
-	var obj client.Object
-	key := types.NamespacedName{Name: tj.Spec.RuntimeRef.Name}
-	if gk.Kind == trainer.TrainingRuntimeKind {
-		obj, key.Namespace = &trainer.TrainingRuntime{}, tj.Namespace
-	} else {
-		obj = &trainer.ClusterTrainingRuntime{}
+	rt, err := runtimes.Get(ctx, o.client, nil, tj)
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("%s %q not found: list runtimes with: kubectl trainjob runtimes", strings.ToLower(pipeline.RuntimeRefGroupKind(tj).Kind), tj.Spec.RuntimeRef.Name)
 	}
-	if err := o.client.Get(ctx, key, obj); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("%s %q not found: list runtimes with: kubectl trainjob runtimes", strings.ToLower(gk.Kind), key.Name)
-		}
-		return nil, err
-	}
-	return pipeline.RuntimeOf(obj)
+	return rt, err
 }
 
 // Now is where a live TrainJob is.

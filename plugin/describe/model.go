@@ -8,6 +8,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/admission"
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/dryrun"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
@@ -65,7 +66,7 @@ func Describe(ctx context.Context, fw *pipeline.Framework, tj *trainer.TrainJob,
 			d.Error = buildErr.Error()
 		}
 	} else {
-		d.Error = dryrun.DeniedError(dryrun.TrainJobValidatorWebhook, verrs).Error()
+		d.Error = admission.Denied(verrs.ToAggregate()).Error()
 	}
 	for _, ph := range pipeline.Phases {
 		pr := PhaseReport{Name: ph.Name, When: ph.When}

@@ -69,12 +69,12 @@ type Options struct {
 	PollInterval time.Duration
 
 	Streams cmdutil.Streams
-	factory *cmdutil.Factory
+	factory cmdutil.Factory
 	clients *clients
 }
 
 // NewCmdInstall is `kubectl trainjob install`.
-func NewCmdInstall(f *cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
+func NewCmdInstall(f cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
 	return NewCmdInstallWithOptions(f, NewOptions(streams))
 }
 
@@ -93,7 +93,7 @@ func NewOptions(streams cmdutil.Streams) *Options {
 }
 
 // NewCmdInstallWithOptions is `kubectl trainjob install` with preset options (tests).
-func NewCmdInstallWithOptions(f *cmdutil.Factory, o *Options) *cobra.Command {
+func NewCmdInstallWithOptions(f cmdutil.Factory, o *Options) *cobra.Command {
 	o.factory = f
 	cmd := &cobra.Command{
 		Use:   "install [-n NAMESPACE] [--image IMAGE] [--dry-run=client|server] [-o yaml|json] | --uninstall",
@@ -149,8 +149,8 @@ pods (simulated clusters); --wait=false returns once everything is applied.`,
 // Complete resolves the namespace and image and rewrites the manifests for them.
 func (o *Options) Complete() error {
 	o.Namespace = DefaultNamespace
-	if ns := o.factory.ConfigFlags.Namespace; ns != nil && *ns != "" {
-		o.Namespace = *ns
+	if ns := o.factory.NamespaceFlag(); ns != "" {
+		o.Namespace = ns
 	}
 	if errs := validation.IsDNS1123Label(o.Namespace); len(errs) > 0 {
 		return fmt.Errorf("invalid namespace %q: %s", o.Namespace, strings.Join(errs, "; "))
@@ -237,7 +237,7 @@ type clients struct {
 	mapper    *restmapper.DeferredDiscoveryRESTMapper
 }
 
-func newClients(f *cmdutil.Factory) (*clients, error) {
+func newClients(f cmdutil.Factory) (*clients, error) {
 	cfg, err := f.RESTConfig()
 	if err != nil {
 		return nil, err

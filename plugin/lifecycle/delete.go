@@ -25,7 +25,6 @@ import (
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/stage"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/completion"
-	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/list"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/printers"
 )
 
@@ -77,12 +76,12 @@ func NewDeleteOptions(streams cmdutil.Streams) *DeleteOptions {
 }
 
 // NewCmdDelete is `kubectl trainjob delete`.
-func NewCmdDelete(f *cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
+func NewCmdDelete(f cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
 	return NewCmdDeleteWithOptions(f, NewDeleteOptions(streams))
 }
 
 // NewCmdDeleteWithOptions is `kubectl trainjob delete` with preset options (a terminal in tests).
-func NewCmdDeleteWithOptions(f *cmdutil.Factory, o *DeleteOptions) *cobra.Command {
+func NewCmdDeleteWithOptions(f cmdutil.Factory, o *DeleteOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "delete (NAME... | --all | -l SELECTOR)",
 		Short: "Delete TrainJobs and everything they own",
@@ -117,7 +116,7 @@ so --wait returns once the pods are gone; orphan leaves the children.`,
 }
 
 // Complete resolves the namespace, the client and the propagation policy.
-func (o *DeleteOptions) Complete(f *cmdutil.Factory, args []string) error {
+func (o *DeleteOptions) Complete(f cmdutil.Factory, args []string) error {
 	o.Names = args
 	switch o.Cascade {
 	case "background", "true":
@@ -130,7 +129,7 @@ func (o *DeleteOptions) Complete(f *cmdutil.Factory, args []string) error {
 		return fmt.Errorf("invalid --cascade %q: use background, foreground or orphan", o.Cascade)
 	}
 	var err error
-	o.Namespace, o.Client, err = list.NamespaceAndClient(f, o.Client)
+	o.Namespace, o.Client, err = cmdutil.NamespaceAndClient(f, o.Client)
 	return err
 }
 
@@ -179,11 +178,11 @@ func (o *DeleteOptions) Run(ctx context.Context) error {
 		case apierrors.IsNotFound(err) && o.IgnoreNotFound:
 		case apierrors.IsConflict(err):
 			errs = append(errs, fmt.Errorf("%s %q not deleted: it was deleted and created again since it was listed (listed uid %s); run the command again to delete the new one",
-				list.Resource, tj.Name, tj.UID))
+				cmdutil.Resource, tj.Name, tj.UID))
 		case err != nil:
-			errs = append(errs, list.DescribeError(err, o.Namespace, tj.Name))
+			errs = append(errs, cmdutil.DescribeError(err, o.Namespace, tj.Name))
 		default:
-			fmt.Fprintf(o.Streams.Out, "%s %q deleted\n", list.Resource, tj.Name)
+			fmt.Fprintf(o.Streams.Out, "%s %q deleted\n", cmdutil.Resource, tj.Name)
 			deleted = append(deleted, tj)
 		}
 	}
@@ -201,14 +200,14 @@ func (o *DeleteOptions) targets(ctx context.Context) ([]trainer.TrainJob, []erro
 		l := &trainer.TrainJobList{}
 		sel, _ := labels.Parse(o.LabelSelector)
 		if err := o.Client.List(ctx, l, client.InNamespace(o.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
-			return nil, []error{list.DescribeError(err, o.Namespace, "")}
+			return nil, []error{cmdutil.DescribeError(err, o.Namespace, "")}
 		}
 		return l.Items, nil
 	}
 	var out []trainer.TrainJob
 	var errs []error
 	for _, name := range o.Names {
-		tj, err := list.GetTrainJob(ctx, o.Client, o.Namespace, name)
+		tj, err := cmdutil.GetTrainJob(ctx, o.Client, o.Namespace, name)
 		switch {
 		case err == nil:
 			if !slices.ContainsFunc(out, func(t trainer.TrainJob) bool { return t.Name == name }) {
@@ -340,7 +339,7 @@ func (o *DeleteOptions) waitGone(ctx context.Context, deleted []trainer.TrainJob
 			}
 			if err != nil && ctx.Err() == nil {
 				if failures++; !transient(err) || failures >= maxTransientErrors {
-					return fmt.Errorf("gave up waiting for %s %q to be gone: %w", list.Resource, tj.Name, list.DescribeError(err, o.Namespace, tj.Name))
+					return fmt.Errorf("gave up waiting for %s %q to be gone: %w", cmdutil.Resource, tj.Name, cmdutil.DescribeError(err, o.Namespace, tj.Name))
 				}
 			} else {
 				failures = 0
@@ -349,7 +348,7 @@ func (o *DeleteOptions) waitGone(ctx context.Context, deleted []trainer.TrainJob
 			case <-ctx.Done():
 				if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 					return cmdutil.WithExitCode(cmdutil.ExitTimeout, fmt.Errorf("timed out after %s waiting for %s %q to be gone (with --cascade=foreground it waits for its children)",
-						o.Timeout, list.Resource, tj.Name))
+						o.Timeout, cmdutil.Resource, tj.Name))
 				}
 				return ctx.Err()
 			case <-time.After(pollInterval):

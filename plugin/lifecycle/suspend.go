@@ -15,7 +15,6 @@ import (
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/stage"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/completion"
-	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/list"
 )
 
 // QueueLabel is Kueue's queue label: Kueue suspends and resumes such TrainJobs itself.
@@ -34,7 +33,7 @@ type SuspendOptions struct {
 }
 
 // NewCmdSuspend is `kubectl trainjob suspend`.
-func NewCmdSuspend(f *cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
+func NewCmdSuspend(f cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
 	return newCmdSuspend(f, &SuspendOptions{Streams: streams, Suspend: true}, &cobra.Command{
 		Use:   "suspend NAME...",
 		Short: "Suspend TrainJobs: their pods are deleted until they are resumed",
@@ -47,7 +46,7 @@ The active deadline does not run while suspended.`,
 }
 
 // NewCmdResume is `kubectl trainjob resume`.
-func NewCmdResume(f *cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
+func NewCmdResume(f cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
 	return newCmdSuspend(f, &SuspendOptions{Streams: streams}, &cobra.Command{
 		Use:   "resume NAME...",
 		Short: "Resume suspended TrainJobs",
@@ -58,7 +57,7 @@ is suspended and resumed by Kueue, which may suspend it again until it is admitt
 	})
 }
 
-func newCmdSuspend(f *cmdutil.Factory, o *SuspendOptions, cmd *cobra.Command) *cobra.Command {
+func newCmdSuspend(f cmdutil.Factory, o *SuspendOptions, cmd *cobra.Command) *cobra.Command {
 	cmd.Args = cobra.MinimumNArgs(1)
 	cmd.ValidArgsFunction = completion.TrainJobNames(f)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
@@ -71,10 +70,10 @@ func newCmdSuspend(f *cmdutil.Factory, o *SuspendOptions, cmd *cobra.Command) *c
 }
 
 // Complete resolves the namespace and the client.
-func (o *SuspendOptions) Complete(f *cmdutil.Factory, args []string) error {
+func (o *SuspendOptions) Complete(f cmdutil.Factory, args []string) error {
 	o.Names = args
 	var err error
-	o.Namespace, o.Client, err = list.NamespaceAndClient(f, o.Client)
+	o.Namespace, o.Client, err = cmdutil.NamespaceAndClient(f, o.Client)
 	return err
 }
 
@@ -91,12 +90,12 @@ func (o *SuspendOptions) Run(ctx context.Context) error {
 
 func (o *SuspendOptions) patch(ctx context.Context, name string) error {
 	verb := map[bool]string{true: "suspended", false: "resumed"}[o.Suspend]
-	tj, err := list.GetTrainJob(ctx, o.Client, o.Namespace, name)
+	tj, err := cmdutil.GetTrainJob(ctx, o.Client, o.Namespace, name)
 	if err != nil {
 		return err
 	}
 	if st := stage.Of(tj); st.Terminal() {
-		return fmt.Errorf("%s %q is %s: a finished TrainJob cannot be %s", list.Resource, name, st, verb)
+		return fmt.Errorf("%s %q is %s: a finished TrainJob cannot be %s", cmdutil.Resource, name, st, verb)
 	}
 	if ptr.Deref(tj.Spec.Suspend, false) == o.Suspend {
 		fmt.Fprintf(o.Streams.Out, "trainjob.trainer.kubeflow.org/%s already %s\n", name, verb)
@@ -104,7 +103,7 @@ func (o *SuspendOptions) patch(ctx context.Context, name string) error {
 	}
 	patch := []byte(`{"spec":{"suspend":` + strconv.FormatBool(o.Suspend) + `}}`)
 	if err := o.Client.Patch(ctx, tj, client.RawPatch(types.MergePatchType, patch)); err != nil {
-		return list.DescribeError(err, o.Namespace, name)
+		return cmdutil.DescribeError(err, o.Namespace, name)
 	}
 	fmt.Fprintf(o.Streams.Out, "trainjob.trainer.kubeflow.org/%s %s\n", name, verb)
 	if _, queued := tj.Labels[QueueLabel]; queued {

@@ -1,6 +1,5 @@
 // Package list is `kubectl trainjob list` (aliases ls, get): TrainJobs as kubectl get shows resources, with
-// the stage each one is in. It also holds the TrainJob look-ups the other commands share: reading one by
-// name with a clear error, and completing names.
+// the stage each one is in.
 package list
 
 import (
@@ -82,12 +81,12 @@ func NewListOptions(streams cmdutil.Streams) *ListOptions {
 }
 
 // NewCmdList is `kubectl trainjob list`.
-func NewCmdList(f *cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
+func NewCmdList(f cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
 	return NewCmdListWithOptions(f, NewListOptions(streams))
 }
 
 // NewCmdListWithOptions is `kubectl trainjob list` with preset options (a pinned clock in tests).
-func NewCmdListWithOptions(f *cmdutil.Factory, o *ListOptions) *cobra.Command {
+func NewCmdListWithOptions(f cmdutil.Factory, o *ListOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls", "get"},
@@ -97,8 +96,9 @@ Initializing, Training, Complete, Failed), its runtime, its number of nodes and 
 progress when the trainer reports one.
 
 NODES is spec.trainer.numNodes, else the runtime's mlPolicy.numNodes when the runtime can be read.
-GPUS is NODES times the GPUs per node of spec.trainer.resourcesPerNode, else of the runtime's
-trainer container. A dash means unknown.`,
+GPUS is the number of GPUs the TrainJob's pods ask for, as the operator builds them (render shows
+the same pods); when the runtime cannot be read, NODES times the GPUs of spec.trainer.resourcesPerNode.
+A dash means unknown.`,
 		Example: example,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) > 0 {
@@ -125,26 +125,17 @@ trainer container. A dash means unknown.`,
 	cmd.Flags().BoolVar(&o.NoHeaders, "no-headers", o.NoHeaders, "Print the table without its header.")
 	cmd.Flags().BoolVarP(&o.Watch, "watch", "w", o.Watch, "After listing, watch for changes and append a row for each.")
 	cmd.Flags().Int64Var(&o.ChunkSize, "chunk-size", o.ChunkSize, "Read the list in pages of this many TrainJobs (0: all at once).")
-	_ = cmd.RegisterFlagCompletionFunc("stage", cobra.FixedCompletions(StageNames(), cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("stage", cobra.FixedCompletions(stage.Names(), cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(append([]string{"wide"}, o.PrintFlags.AllowedFormats()...), cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 
-// StageNames are the names of the stages, in pipeline order.
-func StageNames() []string {
-	var names []string
-	for _, s := range stage.All {
-		names = append(names, string(s))
-	}
-	return names
-}
-
-func stageNames() string { return strings.Join(StageNames(), ", ") }
+func stageNames() string { return strings.Join(stage.Names(), ", ") }
 
 // Complete resolves the namespace, the client and the printer.
-func (o *ListOptions) Complete(f *cmdutil.Factory, _ *cobra.Command) error {
+func (o *ListOptions) Complete(f cmdutil.Factory, _ *cobra.Command) error {
 	var err error
-	if o.Namespace, o.Client, err = NamespaceAndClient(f, o.Client); err != nil {
+	if o.Namespace, o.Client, err = cmdutil.NamespaceAndClient(f, o.Client); err != nil {
 		return err
 	}
 	if o.AllNamespaces {
@@ -152,7 +143,7 @@ func (o *ListOptions) Complete(f *cmdutil.Factory, _ *cobra.Command) error {
 	}
 	o.stages = map[stage.Stage]bool{}
 	for _, name := range o.Stages {
-		st, ok := ParseStage(name)
+		st, ok := stage.Parse(name)
 		if !ok {
 			return fmt.Errorf("unknown stage %q: use one of %s", name, stageNames())
 		}
@@ -167,16 +158,6 @@ func (o *ListOptions) Complete(f *cmdutil.Factory, _ *cobra.Command) error {
 		}
 	}
 	return nil
-}
-
-// ParseStage reads a stage name, in any case.
-func ParseStage(name string) (stage.Stage, bool) {
-	for _, s := range stage.All {
-		if strings.EqualFold(name, string(s)) {
-			return s, true
-		}
-	}
-	return "", false
 }
 
 // Validate checks the selectors and the page size before anything is read.
@@ -195,7 +176,10 @@ func (o *ListOptions) Validate() error {
 
 // Run lists, prints, and with -w watches.
 func (o *ListOptions) Run(ctx context.Context) error {
-	nodes := newRuntimeDefaults(o.Client)
+	nodes, err := newRuntimeDefaults(ctx, o.Client)
+	if err != nil {
+		return err
+	}
 	items, resourceVersion, err := o.list(ctx, nodes)
 	if err != nil {
 		return err
@@ -275,12 +259,12 @@ func (o *ListOptions) list(ctx context.Context, nodes *runtimeDefaults) ([]train
 
 func (o *ListOptions) describeListError(err error) error {
 	if o.FieldSelector != "" && apierrors.IsBadRequest(err) {
-		return fmt.Errorf("%s (TrainJobs can be selected by metadata.name and metadata.namespace; use --stage for stages, -l for labels)", apiMessage(err))
+		return fmt.Errorf("%s (TrainJobs can be selected by metadata.name and metadata.namespace; use --stage for stages, -l for labels)", cmdutil.APIMessage(err))
 	}
 	if o.AllNamespaces && apierrors.IsForbidden(err) {
-		return fmt.Errorf("%s (-A needs the right to list TrainJobs in every namespace: drop -A to list one)", apiMessage(err))
+		return fmt.Errorf("%s (-A needs the right to list TrainJobs in every namespace: drop -A to list one)", cmdutil.APIMessage(err))
 	}
-	return DescribeError(err, o.Namespace, "")
+	return cmdutil.DescribeError(err, o.Namespace, "")
 }
 
 // print writes items: each through the -o printer, or as rows of one table.

@@ -18,7 +18,6 @@ import (
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/scheme"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/stage"
 )
 
 var created = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
@@ -35,9 +34,9 @@ func runtimeSpec(nodes int32, gpus string) trainer.TrainingRuntimeSpec {
 	return spec
 }
 
-// runtimes is a reader holding a ClusterTrainingRuntime "cluster" (2 nodes of 4 GPUs) and a TrainingRuntime
+// runtimeReader is a reader holding a ClusterTrainingRuntime "cluster" (2 nodes of 4 GPUs) and a TrainingRuntime
 // "team/local" (3 nodes of 1 GPU).
-func runtimes() client.Reader {
+func runtimeReader() client.Reader {
 	return fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(
 		&trainer.ClusterTrainingRuntime{ObjectMeta: metav1.ObjectMeta{Name: "cluster"}, Spec: runtimeSpec(2, "4")},
 		&trainer.TrainingRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "local"}, Spec: runtimeSpec(3, "1")},
@@ -91,12 +90,12 @@ func TestNodesAndGPUs(t *testing.T) {
 			nodes: "2", gpuCells: "4",
 		},
 		{
-			name: "the TrainJob's resources without a GPU: 0, not the runtime's",
+			name: "the TrainJob's resources without a GPU keep the runtime's, as the pipeline merges them",
 			tj: trainJob("a", trainer.ClusterTrainingRuntimeKind, "cluster", func(tj *trainer.TrainJob) {
 				tj.Spec.Trainer = &trainer.Trainer{NumNodes: ptr.To[int32](2),
 					ResourcesPerNode: &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")}}}
 			}),
-			nodes: "2", gpuCells: "0",
+			nodes: "2", gpuCells: "8",
 		},
 		{
 			name:  "a runtime that cannot be read: unknown",
@@ -104,7 +103,7 @@ func TestNodesAndGPUs(t *testing.T) {
 			nodes: "-", gpuCells: "-",
 		},
 		{
-			name: "everything in the TrainJob: the runtime is not needed",
+			name: "a runtime that cannot be read: nodes times the GPUs of resourcesPerNode",
 			tj: trainJob("a", trainer.ClusterTrainingRuntimeKind, "gone", func(tj *trainer.TrainJob) {
 				tj.Spec.Trainer = &trainer.Trainer{NumNodes: ptr.To[int32](4), ResourcesPerNode: gpusPerNode("8")}
 			}),
@@ -113,57 +112,15 @@ func TestNodesAndGPUs(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			nodes, gpus := newRuntimeDefaults(runtimes()).of(context.Background(), &tt.tj)
+			defaults, err := newRuntimeDefaults(context.Background(), runtimeReader())
+			if err != nil {
+				t.Fatal(err)
+			}
+			nodes, gpus := defaults.of(context.Background(), &tt.tj)
 			if diff := cmp.Diff([]string{tt.nodes, tt.gpuCells}, []string{nodes, gpus}); diff != "" {
 				t.Errorf("NODES, GPUS (-want +got):\n%s", diff)
 			}
 		})
-	}
-}
-
-func TestGPUs(t *testing.T) {
-	tests := []struct {
-		name string
-		r    corev1.ResourceRequirements
-		want int64
-	}{
-		{"none", corev1.ResourceRequirements{}, 0},
-		{"limits", corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("2")}}, 2},
-		{"requests when no limits", corev1.ResourceRequirements{Requests: corev1.ResourceList{"amd.com/gpu": resource.MustParse("3")}}, 3},
-		{"limits win over requests", corev1.ResourceRequirements{
-			Limits:   corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")},
-			Requests: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("4")},
-		}, 1},
-		{"every GPU resource, not CPU", corev1.ResourceRequirements{Limits: corev1.ResourceList{
-			"nvidia.com/gpu": resource.MustParse("2"), "nvidia.com/mig-1g.5gb-gpu": resource.MustParse("1"), corev1.ResourceCPU: resource.MustParse("16"),
-		}}, 3},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := GPUs(tt.r); got != tt.want {
-				t.Errorf("GPUs = %d, want %d", got, tt.want)
-			}
-		})
-	}
-}
-
-func TestParseStage(t *testing.T) {
-	tests := []struct {
-		in   string
-		want stage.Stage
-		ok   bool
-	}{
-		{"Training", stage.Training, true},
-		{"complete", stage.Complete, true},
-		{"SUSPENDED", stage.Suspended, true},
-		{"Running", "", false},
-		{"", "", false},
-	}
-	for _, tt := range tests {
-		got, ok := ParseStage(tt.in)
-		if got != tt.want || ok != tt.ok {
-			t.Errorf("ParseStage(%q) = %q, %v; want %q, %v", tt.in, got, ok, tt.want, tt.ok)
-		}
 	}
 }
 
@@ -222,7 +179,11 @@ func TestTable(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			o := &ListOptions{Clock: clocktesting.NewFakePassiveClock(now), Watch: tt.watch}
-			table := o.table(context.Background(), newRuntimeDefaults(runtimes()), tt.items)
+			defaults, err := newRuntimeDefaults(context.Background(), runtimeReader())
+			if err != nil {
+				t.Fatal(err)
+			}
+			table := o.table(context.Background(), defaults, tt.items)
 			if diff := cmp.Diff(tt.columns, names(table.ColumnDefinitions)); diff != "" {
 				t.Errorf("columns (-want +got):\n%s", diff)
 			}

@@ -3,41 +3,43 @@ package list
 import (
 	"context"
 	"strconv"
-	"strings"
 	"sync"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/dryrun"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/runtimes"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline/plugins"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/printers"
 )
-
-// defaults are what a runtime gives a TrainJob that does not say: nodes, and GPUs per node. Zero: unknown.
-type defaults struct {
-	nodes       int32
-	gpusPerNode int64
-}
 
 // runtimeDefaults reads each runtime once per command, in the background from when a page of TrainJobs
 // that need it arrives (prefetch), so that its request overlaps the next page's. A runtime that cannot be
 // read (gone, or no right to read it — users often may read TrainJobs but not ClusterTrainingRuntimes)
-// leaves the columns unknown.
+// leaves to the TrainJob alone what it can say.
 type runtimeDefaults struct {
 	c     client.Reader
+	fw    *pipeline.Framework
 	mu    sync.Mutex
 	cache map[string]*runtimeLookup
 }
 
-// runtimeLookup is the read of one runtime: d is set when done is closed.
+// runtimeLookup is the read of one runtime: rt is set (nil when unreadable) when done is closed.
 type runtimeLookup struct {
 	done chan struct{}
-	d    defaults
+	rt   *pipeline.Runtime
 }
 
-func newRuntimeDefaults(c client.Reader) *runtimeDefaults {
-	return &runtimeDefaults{c: c, cache: map[string]*runtimeLookup{}}
+// newRuntimeDefaults reads runtimes with c and sizes TrainJobs with the pipeline the operator runs, dryrun.
+func newRuntimeDefaults(ctx context.Context, c client.Reader) (*runtimeDefaults, error) {
+	fw, err := dryrun.NewFramework(ctx, plugins.NewRegistry())
+	if err != nil {
+		return nil, err
+	}
+	return &runtimeDefaults{c: c, fw: fw, cache: map[string]*runtimeLookup{}}, nil
 }
 
 // prefetch starts reading the runtimes that items need and that are not read yet.
@@ -49,47 +51,70 @@ func (r *runtimeDefaults) prefetch(ctx context.Context, items []trainer.TrainJob
 	}
 }
 
-// needsRuntime tells whether tj leaves its nodes or its resources per node to its runtime.
-func needsRuntime(tj *trainer.TrainJob) bool {
-	t := tj.Spec.Trainer
-	return t == nil || ptr.Deref(t.NumNodes, 0) == 0 || t.ResourcesPerNode == nil
-}
+// needsRuntime tells whether the cells of tj need its runtime: always, since the runtime's policy decides
+// how many pods of each replicated job ask for GPUs (an MPI launcher run as a node asks for none), and
+// resourcesPerNode is merged into the runtime's trainer container key by key.
+func needsRuntime(*trainer.TrainJob) bool { return true }
 
 // of returns the NODES and GPUS cells of tj.
 func (r *runtimeDefaults) of(ctx context.Context, tj *trainer.TrainJob) (string, string) {
+	var rt *pipeline.Runtime
+	if needsRuntime(tj) {
+		rt = r.lookup(ctx, tj)
+	}
+	return cells(r.fw, tj, rt)
+}
+
+// cells are the NODES and GPUS cells of tj on runtime rt (nil: unknown). NODES is numNodes of the TrainJob,
+// else of the runtime's ML policy. GPUS is what the pods the operator builds ask for: the pipeline's
+// enforcement points (fw.RuntimeInfo) size every replicated job and merge resourcesPerNode, and each pod's
+// containers are counted as the pipeline counts GPUs (pipeline.GPUsPerNode), so list and render agree.
+// Without the runtime, GPUS is NODES times the GPUs of resourcesPerNode, when it names some.
+func cells(fw *pipeline.Framework, tj *trainer.TrainJob, rt *pipeline.Runtime) (string, string) {
 	var nodes int32
-	var perNode int64
 	if t := tj.Spec.Trainer; t != nil {
 		nodes = ptr.Deref(t.NumNodes, 0)
-		if t.ResourcesPerNode != nil {
-			perNode = GPUs(*t.ResourcesPerNode)
-		}
 	}
-	if needsRuntime(tj) {
-		d := r.lookup(ctx, tj)
-		if nodes == 0 {
-			nodes = d.nodes
-		}
-		if perNode == 0 && (tj.Spec.Trainer == nil || tj.Spec.Trainer.ResourcesPerNode == nil) {
-			perNode = d.gpusPerNode
-		}
+	if rt != nil && nodes == 0 && rt.Spec.MLPolicy != nil {
+		nodes = ptr.Deref(rt.Spec.MLPolicy.NumNodes, 0)
 	}
 	n, g := printers.None, printers.None
 	if nodes > 0 {
 		n = strconv.Itoa(int(nodes))
-		if perNode > 0 {
+	}
+	if rt != nil {
+		if info, err := fw.RuntimeInfo(tj, rt, pipeline.BuildOptions{}); err == nil {
+			return n, strconv.FormatInt(podGPUs(info), 10)
+		}
+	}
+	if t := tj.Spec.Trainer; t != nil && t.ResourcesPerNode != nil && nodes > 0 {
+		if perNode := pipeline.GPUsPerNode(*t.ResourcesPerNode); perNode > 0 {
 			g = strconv.FormatInt(int64(nodes)*perNode, 10)
-		} else if tj.Spec.Trainer != nil && tj.Spec.Trainer.ResourcesPerNode != nil {
-			g = "0"
 		}
 	}
 	return n, g
 }
 
-func (r *runtimeDefaults) lookup(ctx context.Context, tj *trainer.TrainJob) defaults {
+// podGPUs are the GPUs all pods of info ask for.
+func podGPUs(info *pipeline.RuntimeInfo) int64 {
+	var n int64
+	for k := range info.PodSets {
+		ps := &info.PodSets[k]
+		pods := int64(ps.Count)
+		if rj := info.ReplicatedJob(ps); rj != nil {
+			pods *= int64(max(rj.Replicas, 1))
+		}
+		for _, c := range ps.Template.Spec.Containers {
+			n += pods * pipeline.GPUsPerNode(c.Resources)
+		}
+	}
+	return n
+}
+
+func (r *runtimeDefaults) lookup(ctx context.Context, tj *trainer.TrainJob) *pipeline.Runtime {
 	l := r.start(ctx, tj)
 	<-l.done
-	return l.d
+	return l.rt
 }
 
 // start reads tj's runtime in the background, once.
@@ -107,69 +132,19 @@ func (r *runtimeDefaults) start(ctx context.Context, tj *trainer.TrainJob) *runt
 	}
 	l := &runtimeLookup{done: make(chan struct{})}
 	r.cache[key] = l
-	namespace := tj.Namespace
+	tj = tj.DeepCopy() // the caller's page may be reused before the read ends
 	go func() {
 		defer close(l.done)
-		l.d = r.read(ctx, kind, namespace, ref.Name)
+		l.rt = r.read(ctx, tj)
 	}()
 	return l
 }
 
-// read reads the defaults of runtime kind/namespace/name.
-func (r *runtimeDefaults) read(ctx context.Context, kind, namespace, name string) defaults {
-	var spec *trainer.TrainingRuntimeSpec
-	switch kind {
-	case trainer.ClusterTrainingRuntimeKind:
-		rt := &trainer.ClusterTrainingRuntime{}
-		if r.c.Get(ctx, client.ObjectKey{Name: name}, rt) == nil {
-			spec = &rt.Spec
-		}
-	case trainer.TrainingRuntimeKind:
-		rt := &trainer.TrainingRuntime{}
-		if r.c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, rt) == nil {
-			spec = &rt.Spec
-		}
+// read reads tj's runtime, or nil when it cannot.
+func (r *runtimeDefaults) read(ctx context.Context, tj *trainer.TrainJob) *pipeline.Runtime {
+	rt, err := runtimes.Get(ctx, r.c, nil, tj)
+	if err != nil {
+		return nil
 	}
-	d := defaults{}
-	if spec != nil {
-		if spec.MLPolicy != nil {
-			d.nodes = ptr.Deref(spec.MLPolicy.NumNodes, 0)
-		}
-		d.gpusPerNode = trainerGPUs(spec)
-	}
-	return d
+	return rt
 }
-
-// trainerGPUs are the GPUs of one trainer node in a runtime: those of the trainer container ("node") of the
-// replicated job that runs the trainer step.
-func trainerGPUs(spec *trainer.TrainingRuntimeSpec) int64 {
-	for _, rj := range spec.Template.Spec.ReplicatedJobs {
-		if rj.Template.Labels[trainer.AncestorLabel] != trainer.AncestorTrainer && rj.Name != trainer.Node {
-			continue
-		}
-		for _, c := range rj.Template.Spec.Template.Spec.Containers {
-			if c.Name == trainer.Node {
-				return GPUs(c.Resources)
-			}
-		}
-	}
-	return 0
-}
-
-// GPUs counts the GPUs in r: every resource whose name contains "gpu" (as upstream Trainer detects them),
-// from limits, else requests.
-func GPUs(r corev1.ResourceRequirements) int64 {
-	var n int64
-	list := r.Limits
-	if len(list) == 0 {
-		list = r.Requests
-	}
-	for name, q := range list {
-		if containsGPU(string(name)) {
-			n += q.Value()
-		}
-	}
-	return n
-}
-
-func containsGPU(resource string) bool { return strings.Contains(resource, "gpu") }

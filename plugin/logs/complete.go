@@ -14,7 +14,7 @@ import (
 
 // completeRank completes --rank with all and the ranks of the stage asked for (the trainer by default), read
 // from the TrainJob's JobSet.
-func completeRank(f *cmdutil.Factory) cobra.CompletionFunc {
+func completeRank(f cmdutil.Factory) cobra.CompletionFunc {
 	return completion.FromCluster(f, func(ctx context.Context, cl client.Client, ns string, cmd *cobra.Command, args []string, _ string) []cobra.Completion {
 		ranks := []cobra.Completion{"all"}
 		if len(args) == 0 {

@@ -23,7 +23,6 @@ import (
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/stage"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/completion"
-	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/list"
 )
 
 var (
@@ -88,12 +87,12 @@ func NewLogsOptions(streams cmdutil.Streams) *LogsOptions {
 }
 
 // NewCmdLogs is `kubectl trainjob logs NAME`.
-func NewCmdLogs(f *cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
+func NewCmdLogs(f cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
 	return NewCmdLogsWithOptions(f, NewLogsOptions(streams))
 }
 
 // NewCmdLogsWithOptions is `kubectl trainjob logs` with preset options.
-func NewCmdLogsWithOptions(f *cmdutil.Factory, o *LogsOptions) *cobra.Command {
+func NewCmdLogsWithOptions(f cmdutil.Factory, o *LogsOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:                   "logs NAME [-f] [--stage STAGE] [--rank N|all] [--node HOST] [-c CONTAINER]",
 		DisableFlagsInUseLine: true,
@@ -130,7 +129,7 @@ func NewCmdLogsWithOptions(f *cmdutil.Factory, o *LogsOptions) *cobra.Command {
 }
 
 // Complete resolves the namespace, the clients and the selection.
-func (o *LogsOptions) Complete(f *cmdutil.Factory, cmd *cobra.Command, args []string) error {
+func (o *LogsOptions) Complete(f cmdutil.Factory, cmd *cobra.Command, args []string) error {
 	o.Name = args[0]
 	o.prefixSet = cmd.Flags().Changed("prefix")
 	var err error
@@ -184,7 +183,7 @@ func (o *LogsOptions) Validate() error {
 func (o *LogsOptions) Run(ctx context.Context) error {
 	tj := &trainer.TrainJob{}
 	if err := o.client.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: o.Name}, tj); err != nil {
-		return list.DescribeError(err, o.Namespace, o.Name)
+		return cmdutil.DescribeError(err, o.Namespace, o.Name)
 	}
 	if o.Follow {
 		return newFollower(o).run(ctx)

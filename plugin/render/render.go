@@ -33,11 +33,11 @@ type Options struct {
 	Namespace    string
 
 	Streams cmdutil.Streams
-	factory *cmdutil.Factory
+	factory cmdutil.Factory
 }
 
 // NewCmd builds `render`.
-func NewCmd(f *cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
+func NewCmd(f cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
 	o := &Options{Streams: streams, factory: f}
 	cmd := &cobra.Command{
 		Use:   "render -f TRAINJOB_FILE [--runtime RUNTIME_FILE]",
@@ -70,8 +70,8 @@ Secret data is redacted unless --show-secrets is given.`,
 // Complete resolves the namespace: --namespace, else the kubeconfig's, else default.
 func (o *Options) Complete() error {
 	o.Namespace = "default"
-	if ns := o.factory.ConfigFlags.Namespace; ns != nil && *ns != "" {
-		o.Namespace = *ns
+	if ns := o.factory.NamespaceFlag(); ns != "" {
+		o.Namespace = ns
 	} else if ns, _, err := o.factory.Namespace(); err == nil && ns != "" {
 		o.Namespace = ns
 	}

@@ -22,8 +22,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
-	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/list"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/printers"
 )
 
@@ -67,12 +67,12 @@ func NewRuntimesOptions(streams cmdutil.Streams) *RuntimesOptions {
 }
 
 // NewCmdRuntimes is `kubectl trainjob runtimes`.
-func NewCmdRuntimes(f *cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
+func NewCmdRuntimes(f cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
 	return NewCmdRuntimesWithOptions(f, NewRuntimesOptions(streams))
 }
 
 // NewCmdRuntimesWithOptions is `kubectl trainjob runtimes` with preset options (a pinned clock in tests).
-func NewCmdRuntimesWithOptions(f *cmdutil.Factory, o *RuntimesOptions) *cobra.Command {
+func NewCmdRuntimesWithOptions(f cmdutil.Factory, o *RuntimesOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "runtimes [-A] [-o FORMAT]",
 		Aliases: []string{"runtime"},
@@ -94,7 +94,7 @@ func NewCmdRuntimesWithOptions(f *cmdutil.Factory, o *RuntimesOptions) *cobra.Co
 }
 
 // Complete resolves the namespace and the client.
-func (o *RuntimesOptions) Complete(f *cmdutil.Factory) error {
+func (o *RuntimesOptions) Complete(f cmdutil.Factory) error {
 	var err error
 	if o.namespace, _, err = f.Namespace(); err != nil {
 		return err
@@ -244,17 +244,16 @@ func Policy(p *trainer.MLPolicy) string {
 	return "plainml"
 }
 
-// gpusPerNode is the GPUs (as list counts them) of the trainer's node container: the container named node of
-// the replicated job named node.
+// gpusPerNode is the GPUs per node of the runtime's trainer, as the pipeline counts them for a TrainJob that
+// does not set resourcesPerNode (and as list shows them).
 func gpusPerNode(spec *trainer.TrainingRuntimeSpec) string {
-	for _, rj := range spec.Template.Spec.ReplicatedJobs {
-		if rj.Name != trainer.Node {
-			continue
-		}
-		for _, c := range rj.Template.Spec.Template.Spec.Containers {
-			if n := list.GPUs(c.Resources); c.Name == trainer.Node && n > 0 {
-				return strconv.FormatInt(n, 10)
-			}
+	info, err := pipeline.NewRuntimeInfo(&trainer.TrainJob{}, &pipeline.Runtime{Object: &trainer.ClusterTrainingRuntime{}, Spec: spec})
+	if err != nil {
+		return printers.None
+	}
+	if res, ok := info.TrainerResources(); ok {
+		if n := pipeline.GPUsPerNode(res); n > 0 {
+			return strconv.FormatInt(n, 10)
 		}
 	}
 	return printers.None

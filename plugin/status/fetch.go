@@ -12,7 +12,7 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
-	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/list"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
 )
 
 // Fetch reads the TrainJob and everything Summarize needs, in four requests made at once: the TrainJob, the
@@ -32,7 +32,7 @@ func Fetch(ctx context.Context, c client.Reader, namespace, name string) (Object
 		wg                             sync.WaitGroup
 	)
 	children := []client.ListOption{client.InNamespace(namespace), client.MatchingLabels{jobsetv1alpha2.JobSetNameKey: name}}
-	wg.Go(func() { tj, tjErr = list.GetTrainJob(ctx, c, namespace, name) })
+	wg.Go(func() { tj, tjErr = cmdutil.GetTrainJob(ctx, c, namespace, name) })
 	wg.Go(func() { jobsErr = c.List(ctx, &jobs, children...) })
 	wg.Go(func() { podsErr = c.List(ctx, &pods, children...) })
 	wg.Go(func() { evErr = c.List(ctx, &events, client.InNamespace(namespace)) })

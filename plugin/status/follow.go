@@ -19,7 +19,6 @@ import (
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/stage"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
-	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/list"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/printers"
 )
 
@@ -62,7 +61,7 @@ func exitFor(name string) func(stage.Stage, error) error {
 			return err
 		}
 		if st == stage.Failed {
-			return cmdutil.WithExitCode(cmdutil.ExitFailed, fmt.Errorf("%s %q Failed", list.Resource, name))
+			return cmdutil.WithExitCode(cmdutil.ExitFailed, fmt.Errorf("%s %q Failed", cmdutil.Resource, name))
 		}
 		return nil
 	}

@@ -16,7 +16,6 @@ import (
 
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/completion"
-	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/list"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/printers"
 )
 
@@ -52,12 +51,12 @@ func NewStatusOptions(streams cmdutil.Streams) *StatusOptions {
 }
 
 // NewCmdStatus is `kubectl trainjob status`.
-func NewCmdStatus(f *cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
+func NewCmdStatus(f cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
 	return NewCmdStatusWithOptions(f, NewStatusOptions(streams))
 }
 
 // NewCmdStatusWithOptions is `kubectl trainjob status` with preset options (a pinned clock in tests).
-func NewCmdStatusWithOptions(f *cmdutil.Factory, o *StatusOptions) *cobra.Command {
+func NewCmdStatusWithOptions(f cmdutil.Factory, o *StatusOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status NAME",
 		Short: "Show where a TrainJob is in its pipeline and why",
@@ -90,10 +89,10 @@ redrawn in place; otherwise one line is printed per transition. It then exits 0 
 }
 
 // Complete resolves the namespace, the client, colour and the terminal.
-func (o *StatusOptions) Complete(f *cmdutil.Factory, _ *cobra.Command, args []string) error {
+func (o *StatusOptions) Complete(f cmdutil.Factory, _ *cobra.Command, args []string) error {
 	o.Name = args[0]
 	var err error
-	if o.Namespace, o.Client, err = list.NamespaceAndClient(f, o.Client); err != nil {
+	if o.Namespace, o.Client, err = cmdutil.NamespaceAndClient(f, o.Client); err != nil {
 		return err
 	}
 	o.Color = f.UseColor(o.Streams.Out)

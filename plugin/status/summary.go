@@ -16,8 +16,8 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/stage"
-	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/list"
 )
 
 // SummaryAPIVersion and SummaryKind identify the document `status -o json|yaml` prints, so tools can tell
@@ -249,7 +249,7 @@ func summarizePod(p *corev1.Pod) PodSummary {
 		Started:       p.Status.StartTime,
 	}
 	for _, c := range p.Spec.Containers {
-		ps.GPUs += list.GPUs(c.Resources)
+		ps.GPUs += pipeline.GPUsPerNode(c.Resources)
 	}
 	for _, cs := range p.Status.ContainerStatuses {
 		ps.Restarts += cs.RestartCount

@@ -76,7 +76,7 @@ func NewVersionOptions(streams cmdutil.Streams) *VersionOptions {
 }
 
 // NewCmdVersion is `kubectl trainjob version`.
-func NewCmdVersion(f *cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
+func NewCmdVersion(f cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
 	o := NewVersionOptions(streams)
 	cmd := &cobra.Command{
 		Use:   "version [--client] [-o json|yaml]",
@@ -104,7 +104,7 @@ An operator that cannot be found or read is reported, not an error.`,
 
 // Complete makes the client, unless only the client version is wanted. A missing cluster is not an error
 // here: the operator's line says so.
-func (o *VersionOptions) Complete(f *cmdutil.Factory) {
+func (o *VersionOptions) Complete(f cmdutil.Factory) {
 	if !o.ClientOnly {
 		o.client, o.clientErr = f.Client()
 	}

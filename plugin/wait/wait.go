@@ -20,7 +20,6 @@ import (
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/stage"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/completion"
-	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/list"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/status"
 )
 
@@ -57,20 +56,20 @@ func NewWaitOptions(streams cmdutil.Streams) *WaitOptions {
 }
 
 // NewCmdWait is `kubectl trainjob wait`.
-func NewCmdWait(f *cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
+func NewCmdWait(f cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
 	return NewCmdWaitWithOptions(f, NewWaitOptions(streams))
 }
 
 // NewCmdWaitWithOptions is `wait` with options given, e.g. a Client of the
 // caller's (tests), which Complete keeps.
-func NewCmdWaitWithOptions(f *cmdutil.Factory, o *WaitOptions) *cobra.Command {
+func NewCmdWaitWithOptions(f cmdutil.Factory, o *WaitOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "wait NAME... --for=STAGE|CONDITION",
 		Short: "Wait until TrainJobs reach a stage or a condition",
 		Long: `Wait until each named TrainJob reaches one of the --for targets. Several --for are ORed
 (unlike kubectl wait, which ANDs them): --for=Complete --for=Failed waits for either end.
 
-A target is a stage (` + strings.Join(list.StageNames(), ", ") + `; Suspended also
+A target is a stage (` + strings.Join(stage.Names(), ", ") + `; Suspended also
 covers spec.suspend before the controller reacts), a condition type that must be True
 (ComponentsCreated), condition=TYPE[=STATUS], or delete (until the TrainJob is gone).
 
@@ -92,12 +91,12 @@ can be reached any more).`,
 	}
 	cmd.Flags().StringArrayVar(&o.For, "for", o.For, "What to wait for: a stage, a condition type, condition=TYPE[=STATUS] or delete. Repeat (or comma-separate) for any of several.")
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", o.Timeout, "Give up after this long (exit code 3). 0 waits as long as it takes: training runs for hours or days.")
-	_ = cmd.RegisterFlagCompletionFunc("for", cobra.FixedCompletions(append(list.StageNames(), "ComponentsCreated", "condition=", "delete"), cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("for", cobra.FixedCompletions(append(stage.Names(), "ComponentsCreated", "condition=", "delete"), cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 
 // Complete resolves the namespace and the client, and parses --for.
-func (o *WaitOptions) Complete(f *cmdutil.Factory, args []string) error {
+func (o *WaitOptions) Complete(f cmdutil.Factory, args []string) error {
 	o.Names = args
 	o.targets = nil
 	for _, value := range o.For {
@@ -110,7 +109,7 @@ func (o *WaitOptions) Complete(f *cmdutil.Factory, args []string) error {
 		}
 	}
 	var err error
-	o.Namespace, o.Client, err = list.NamespaceAndClient(f, o.Client)
+	o.Namespace, o.Client, err = cmdutil.NamespaceAndClient(f, o.Client)
 	return err
 }
 
@@ -139,7 +138,7 @@ func parseTarget(v string) (target, error) {
 	if strings.EqualFold(v, "delete") || strings.EqualFold(v, "deleted") {
 		return target{deleted: true}, nil
 	}
-	if st, ok := list.ParseStage(v); ok {
+	if st, ok := stage.Parse(v); ok {
 		return target{stage: st}, nil
 	}
 	typ, status := v, metav1.ConditionTrue
@@ -154,7 +153,7 @@ func parseTarget(v string) (target, error) {
 	}
 	if !conditionType.MatchString(typ) {
 		return target{}, fmt.Errorf("invalid --for %q: use a stage (%s), a condition type, condition=TYPE[=STATUS] or delete",
-			v, strings.Join(list.StageNames(), ", "))
+			v, strings.Join(stage.Names(), ", "))
 	}
 	return target{condition: typ, status: status}, nil
 }
@@ -230,7 +229,7 @@ func (o *WaitOptions) waitFor(ctx context.Context, name string) (string, error) 
 		case apierrors.IsNotFound(err):
 			tj = nil
 		case err != nil && ctx.Err() == nil:
-			return "", list.DescribeError(err, o.Namespace, name)
+			return "", cmdutil.DescribeError(err, o.Namespace, name)
 		}
 		if ctx.Err() != nil {
 			return "", o.timedOut(ctx, name)
@@ -242,9 +241,9 @@ func (o *WaitOptions) waitFor(ctx context.Context, name string) (string, error) 
 		}
 		if tj == nil {
 			if seen {
-				return "", fmt.Errorf("%s %q was deleted while waiting for %s", list.Resource, name, o.wanted())
+				return "", fmt.Errorf("%s %q was deleted while waiting for %s", cmdutil.Resource, name, o.wanted())
 			}
-			return "", list.DescribeError(err, o.Namespace, name)
+			return "", cmdutil.DescribeError(err, o.Namespace, name)
 		}
 		seen = true
 		switch st := stage.Of(tj); st {
@@ -253,7 +252,7 @@ func (o *WaitOptions) waitFor(ctx context.Context, name string) (string, error) 
 			return fmt.Sprintf("%s: %s: %s", st, c.Reason, c.Message), nil
 		case stage.Complete:
 			if !o.waitsForCondition() {
-				return "", fmt.Errorf("%s %q is Complete and will not be %s any more", list.Resource, name, o.wanted())
+				return "", fmt.Errorf("%s %q is Complete and will not be %s any more", cmdutil.Resource, name, o.wanted())
 			}
 		}
 		select {
@@ -286,5 +285,5 @@ func (o *WaitOptions) timedOut(ctx context.Context, name string) error {
 		now = "it is " + string(stage.Of(tj))
 	}
 	return cmdutil.WithExitCode(cmdutil.ExitTimeout, fmt.Errorf("timed out after %s waiting for %s %q to be %s (%s)",
-		o.Timeout, list.Resource, name, o.wanted(), now))
+		o.Timeout, cmdutil.Resource, name, o.wanted(), now))
 }

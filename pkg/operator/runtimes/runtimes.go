@@ -5,19 +5,19 @@ package runtimes
 
 import (
 	"context"
-	"fmt"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/admission"
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
 )
 
 // The GroupKinds a runtimeRef may name.
 var (
-	TrainingRuntime        = schema.GroupKind{Group: trainer.GroupVersion.Group, Kind: trainer.TrainingRuntimeKind}
-	ClusterTrainingRuntime = schema.GroupKind{Group: trainer.GroupVersion.Group, Kind: trainer.ClusterTrainingRuntimeKind}
+	TrainingRuntime        = admission.TrainingRuntime
+	ClusterTrainingRuntime = admission.ClusterTrainingRuntime
 )
 
 // Supported tells whether a runtimeRef GroupKind names a runtime kind.
@@ -25,15 +25,13 @@ func Supported(gk schema.GroupKind) bool {
 	return gk == TrainingRuntime || gk == ClusterTrainingRuntime
 }
 
-// UnsupportedError is the error for a runtimeRef naming another kind.
-func UnsupportedError(gk schema.GroupKind) error {
-	return fmt.Errorf("unsupported runtime: %s", gk)
-}
+// UnsupportedError is the error for a runtimeRef naming another kind, worded as the webhook words it.
+func UnsupportedError(gk schema.GroupKind) error { return admission.UnsupportedError(gk) }
 
 // Get reads the runtime tj references: a TrainingRuntime in tj's namespace
 // or a ClusterTrainingRuntime. It asks cached first and, when that fails
-// (a runtime created a moment ago, or outside the cache's namespaces), live.
-// A missing runtime is a NotFound API error.
+// (a runtime created a moment ago, or outside the cache's namespaces), live,
+// unless live is nil. A missing runtime is a NotFound API error.
 func Get(ctx context.Context, cached, live client.Reader, tj *trainer.TrainJob) (*pipeline.Runtime, error) {
 	gk := pipeline.RuntimeRefGroupKind(tj)
 	var obj client.Object
@@ -47,6 +45,9 @@ func Get(ctx context.Context, cached, live client.Reader, tj *trainer.TrainJob) 
 		return nil, UnsupportedError(gk)
 	}
 	if err := cached.Get(ctx, key, obj); err != nil {
+		if live == nil {
+			return nil, err
+		}
 		if err := live.Get(ctx, key, obj); err != nil {
 			return nil, err
 		}

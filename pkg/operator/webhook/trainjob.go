@@ -11,10 +11,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/json"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	trainjobadmission "github.com/kubectl-trainjob/kubectl-trainjob/pkg/admission"
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/runtimes"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
@@ -97,28 +97,18 @@ var _ admission.Validator[*trainer.TrainJob] = (*TrainJobValidator)(nil)
 
 // ValidateCreate validates a new TrainJob.
 func (v *TrainJobValidator) ValidateCreate(ctx context.Context, tj *trainer.TrainJob) (admission.Warnings, error) {
-	return v.validate(ctx, nil, tj)
+	return trainjobadmission.Admit(ctx, v.framework, trainjobadmission.ResolverFunc(v.runtime), nil, tj)
 }
 
-// ValidateUpdate validates a changed TrainJob. An update that leaves the
-// spec as it was (labels, annotations, finalizers, owner references), and
-// any update of a TrainJob being deleted, is admitted as it is: the garbage
-// collector's removal of its finalizer (`--cascade=foreground`) or of owner
-// references (`--cascade=orphan`) must always go through, even when the
-// runtime or the snapshot is gone.
+// ValidateUpdate validates a changed TrainJob (trainjobadmission.Admit says which updates pass as they are).
 func (v *TrainJobValidator) ValidateUpdate(ctx context.Context, oldObj, newObj *trainer.TrainJob) (admission.Warnings, error) {
-	if !newObj.DeletionTimestamp.IsZero() || equality.Semantic.DeepEqual(oldObj.Spec, newObj.Spec) {
-		return nil, nil
-	}
-	return v.validate(ctx, oldObj, newObj)
+	return trainjobadmission.Admit(ctx, v.framework, trainjobadmission.ResolverFunc(v.runtime), oldObj, newObj)
 }
 
 // ValidateDelete allows every deletion.
 func (v *TrainJobValidator) ValidateDelete(context.Context, *trainer.TrainJob) (admission.Warnings, error) {
 	return nil, nil
 }
-
-var runtimeRefPath = field.NewPath("spec", "runtimeRef")
 
 // runtime is the runtime to check a TrainJob against. A TrainJob already
 // built runs from its snapshot, whatever became of its runtime since
@@ -132,29 +122,4 @@ func (v *TrainJobValidator) runtime(ctx context.Context, oldObj, newObj *trainer
 		}
 	}
 	return runtimes.Get(ctx, v.client, v.live, newObj)
-}
-
-// validate returns a plain error (not an API status) on failure, so that
-// the API server answers 403 Forbidden, as upstream does.
-func (v *TrainJobValidator) validate(ctx context.Context, oldObj, newObj *trainer.TrainJob) (admission.Warnings, error) {
-	gk := pipeline.RuntimeRefGroupKind(newObj)
-	if !runtimes.Supported(gk) {
-		return nil, runtimes.UnsupportedError(gk)
-	}
-	rt, err := v.runtime(ctx, oldObj, newObj)
-	if err != nil {
-		kind := "trainingRuntime"
-		if gk == runtimes.ClusterTrainingRuntime {
-			kind = "clusterTrainingRuntime"
-		}
-		return nil, field.ErrorList{field.Invalid(runtimeRefPath, newObj.Spec.RuntimeRef.Name,
-			fmt.Sprintf("%v: specified %s must be created before the TrainJob is created", err, kind))}.ToAggregate()
-	}
-	var warnings admission.Warnings
-	if rt.Object.GetLabels()[trainer.SupportLabel] == trainer.SupportDeprecated {
-		warnings = append(warnings, fmt.Sprintf("Referenced %s %q is deprecated and will be removed in a future release of Kubeflow Trainer. See runtime deprecation policy: %s",
-			gk.Kind, rt.Object.GetName(), trainer.DeprecationPolicyURL))
-	}
-	w, errs := v.framework.Validate(ctx, rt, oldObj, newObj)
-	return append(warnings, w...), errs.ToAggregate()
 }

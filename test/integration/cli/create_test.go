@@ -231,7 +231,7 @@ func playPipeline(t *testing.T, f *fixture, tj *trainer.TrainJob, run *Started) 
 
 // createCmd is `create` with the clock of --follow given.
 func createCmd(clk clock.PassiveClock) plugin.CommandAdder {
-	return func(f *cmdutil.Factory, s cmdutil.Streams) *cobra.Command {
+	return func(f cmdutil.Factory, s cmdutil.Streams) *cobra.Command {
 		o := create.NewCreateOptions(s)
 		o.Clock = clk
 		return create.NewCmdCreateWithOptions(f, o)

@@ -77,7 +77,7 @@ func Run(t *testing.T, stdin string, adders []plugin.CommandAdder, args ...strin
 }
 
 // RunWith is Run with the factory f.
-func RunWith(t *testing.T, f *cmdutil.Factory, adders []plugin.CommandAdder, args ...string) Result {
+func RunWith(t *testing.T, f cmdutil.Factory, adders []plugin.CommandAdder, args ...string) Result {
 	t.Helper()
 	return StartWith(t, f, "", adders, args...).Wait(t)
 }
@@ -173,13 +173,13 @@ func Start(t *testing.T, stdin string, adders []plugin.CommandAdder, args ...str
 }
 
 // StartWith is Start with the factory f, as main makes it or with a hook on its REST config.
-func StartWith(t *testing.T, f *cmdutil.Factory, stdin string, adders []plugin.CommandAdder, args ...string) *Started {
+func StartWith(t *testing.T, f cmdutil.Factory, stdin string, adders []plugin.CommandAdder, args ...string) *Started {
 	t.Helper()
 	return StartReading(t, f, strings.NewReader(stdin), adders, args...)
 }
 
 // StartReading is StartWith whose command reads stdin as the test writes it (a prompt answered later).
-func StartReading(t *testing.T, f *cmdutil.Factory, stdin io.Reader, adders []plugin.CommandAdder, args ...string) *Started {
+func StartReading(t *testing.T, f cmdutil.Factory, stdin io.Reader, adders []plugin.CommandAdder, args ...string) *Started {
 	t.Helper()
 	s := &Started{args: args, out: &syncBuffer{}, errOut: &syncBuffer{}, done: make(chan Result, 1)}
 	streams := cmdutil.Streams{In: stdin, Out: s.out, ErrOut: s.errOut}

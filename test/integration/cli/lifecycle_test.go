@@ -22,7 +22,7 @@ import (
 
 // deleteCmd is `delete` whose standard input is (or is not) a terminal.
 func deleteCmd(terminal bool) plugin.CommandAdder {
-	return func(f *cmdutil.Factory, s cmdutil.Streams) *cobra.Command {
+	return func(f cmdutil.Factory, s cmdutil.Streams) *cobra.Command {
 		o := lifecycle.NewDeleteOptions(s)
 		o.StdinIsTerminal = func() bool { return terminal }
 		return lifecycle.NewCmdDeleteWithOptions(f, o)

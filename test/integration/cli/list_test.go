@@ -22,7 +22,7 @@ import (
 
 // listCmd is `list` with its clock pinned at now.
 func listCmd(now time.Time) plugin.CommandAdder {
-	return func(f *cmdutil.Factory, s cmdutil.Streams) *cobra.Command {
+	return func(f cmdutil.Factory, s cmdutil.Streams) *cobra.Command {
 		o := list.NewListOptions(s)
 		o.Clock = clocktesting.NewFakePassiveClock(now)
 		return list.NewCmdListWithOptions(f, o)

@@ -129,7 +129,7 @@ func TestLogs(t *testing.T) {
 }
 
 // logsCmd is `logs` re-opening ended streams quickly.
-func logsCmd(f *cmdutil.Factory, s cmdutil.Streams) *cobra.Command {
+func logsCmd(f cmdutil.Factory, s cmdutil.Streams) *cobra.Command {
 	o := logs.NewLogsOptions(s)
 	o.RetryInterval = 200 * time.Millisecond
 	return logs.NewCmdLogsWithOptions(f, o)

@@ -33,11 +33,11 @@ type roundTripperFunc func(*http.Request) (*http.Response, error)
 func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // factory is a factory as main makes it, whose clients' requests go through l.
-func (l *requestLog) factory() *cmdutil.Factory { return factorySeeing(l.add) }
+func (l *requestLog) factory() *cmdutil.ConfigFactory { return factorySeeing(l.add) }
 
 // factorySeeing is a factory as main makes it that calls see with each request its clients send, before
 // sending it.
-func factorySeeing(see func(*http.Request)) *cmdutil.Factory {
+func factorySeeing(see func(*http.Request)) *cmdutil.ConfigFactory {
 	f := cmdutil.NewFactory()
 	f.ConfigFlags.WrapConfigFn = func(cfg *rest.Config) *rest.Config {
 		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
@@ -107,9 +107,12 @@ func TestRequests(t *testing.T) {
 
 	t.Run("list", func(t *testing.T) {
 		f := fixtureOn(t, c)
-		listFixture(t, f) // 6 TrainJobs here, 2 of them without nodes: one of runtime torch-small, one of gone
+		// 6 TrainJobs here: 4 of runtime torch-distributed (not installed), one of torch-small, one of gone. Each
+		// runtime is read once: it sizes the pods whose GPUs GPUS counts.
+		listFixture(t, f)
 		trainJobs := "GET /apis/trainer.kubeflow.org/v1alpha1/namespaces/" + f.ns + "/trainjobs"
 		runtimes := []string{
+			"GET /apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes/torch-distributed",
 			"GET /apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes/torch-small",
 			"GET /apis/trainer.kubeflow.org/v1alpha1/namespaces/" + f.ns + "/trainingruntimes/gone",
 		}

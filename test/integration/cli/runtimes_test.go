@@ -80,7 +80,7 @@ func TestRuntimes(t *testing.T) {
 
 // runtimesCmd is `runtimes` with its clock pinned at now.
 func runtimesCmd(now time.Time) plugin.CommandAdder {
-	return func(f *cmdutil.Factory, s cmdutil.Streams) *cobra.Command {
+	return func(f cmdutil.Factory, s cmdutil.Streams) *cobra.Command {
 		o := runtimes.NewRuntimesOptions(s)
 		o.Clock = clocktesting.NewFakePassiveClock(now)
 		return runtimes.NewCmdRuntimesWithOptions(f, o)

@@ -255,7 +255,7 @@ func (f *fixture) normalizer(tj *trainer.TrainJob) Normalizer {
 
 // statusCmd is `status` with its clock pinned at now.
 func statusCmd(now time.Time, terminal bool) plugin.CommandAdder {
-	return func(f *cmdutil.Factory, s cmdutil.Streams) *cobra.Command {
+	return func(f cmdutil.Factory, s cmdutil.Streams) *cobra.Command {
 		o := status.NewStatusOptions(s)
 		o.Clock = clocktesting.NewFakePassiveClock(now)
 		o.Terminal = &terminal

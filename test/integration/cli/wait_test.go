@@ -118,7 +118,7 @@ func TestWait(t *testing.T) {
 					return err
 				},
 			})
-			waitCmd := func(fa *cmdutil.Factory, s cmdutil.Streams) *cobra.Command {
+			waitCmd := func(fa cmdutil.Factory, s cmdutil.Streams) *cobra.Command {
 				o := wait.NewWaitOptions(s)
 				o.Client = readSignalling
 				return wait.NewCmdWaitWithOptions(fa, o)

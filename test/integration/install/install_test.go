@@ -293,7 +293,7 @@ func run(t *testing.T, stdin string, terminal bool, args ...string) result {
 	t.Helper()
 	var out, errOut bytes.Buffer
 	streams := cmdutil.Streams{In: strings.NewReader(stdin), Out: &out, ErrOut: &errOut}
-	cmd := func(f *cmdutil.Factory, s cmdutil.Streams) *cobra.Command {
+	cmd := func(f cmdutil.Factory, s cmdutil.Streams) *cobra.Command {
 		o := install.NewOptions(s)
 		o.StdinIsTerminal = func() bool { return terminal }
 		o.PollInterval = 200 * time.Millisecond

@@ -1,3 +1,6 @@
+// Package operator is `kubectl-trainjob operator`: the cobra command that reads the operator's configuration
+// and flags and starts the manager of pkg/operator. It lives with the other commands so that nothing under
+// pkg/ imports the CLI toolkit.
 package operator
 
 import (
@@ -16,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/config"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
@@ -40,7 +44,7 @@ type CommandOptions struct {
 
 	zap      zap.Options
 	registry pipeline.Registry
-	factory  *cmdutil.Factory
+	factory  cmdutil.Factory
 	streams  cmdutil.Streams
 }
 
@@ -48,14 +52,14 @@ type CommandOptions struct {
 // Pipeline Framework with registry. Its cluster connection comes from the
 // root's kubectl flags (--kubeconfig, --context, …), else the pod's
 // in-cluster configuration.
-func NewCommand(registry pipeline.Registry) func(*cmdutil.Factory, cmdutil.Streams) *cobra.Command {
-	return func(f *cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
+func NewCommand(registry pipeline.Registry) func(cmdutil.Factory, cmdutil.Streams) *cobra.Command {
+	return func(f cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
 		cmd, _ := newCommand(registry, f, streams)
 		return cmd
 	}
 }
 
-func newCommand(registry pipeline.Registry, f *cmdutil.Factory, streams cmdutil.Streams) (*cobra.Command, *CommandOptions) {
+func newCommand(registry pipeline.Registry, f cmdutil.Factory, streams cmdutil.Streams) (*cobra.Command, *CommandOptions) {
 	o := &CommandOptions{registry: registry, factory: f, streams: streams, zap: zap.Options{}}
 	cmd := &cobra.Command{
 		Use:   "operator",
@@ -158,13 +162,13 @@ func (o *CommandOptions) Complete(cmd *cobra.Command) (*config.Configuration, *r
 
 // Run starts the operator and blocks until SIGINT or SIGTERM.
 func (o *CommandOptions) Run(ctx context.Context, cfg *config.Configuration, restConfig *rest.Config) error {
-	logger := zap.New(zap.UseFlagOptions(&o.zap), zap.WriteTo(o.streams.ErrOut), lazyValues())
+	logger := operator.NewLogger(&o.zap, o.streams.ErrOut)
 	log.SetLogger(logger)
 	klog.SetLogger(logger)
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ctx = log.IntoContext(ctx, logger)
-	op, err := New(ctx, Options{Config: cfg, RESTConfig: restConfig, Registry: o.registry, PprofBindAddress: o.PprofAddress})
+	op, err := operator.New(ctx, operator.Options{Config: cfg, RESTConfig: restConfig, Registry: o.registry, PprofBindAddress: o.PprofAddress})
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package list
+package cmdutil
 
 import (
 	"context"
@@ -6,8 +6,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 )
@@ -34,7 +32,7 @@ func DescribeError(err error, namespace, name string) error {
 			Resource, name, namespace, namespace)}
 	case apierrors.IsForbidden(err):
 		return &describedError{err: err, msg: fmt.Sprintf("%s (ask for a Role that grants it on %s in namespace %q)",
-			apiMessage(err), Resource, namespace)}
+			APIMessage(err), Resource, namespace)}
 	}
 	return err
 }
@@ -47,8 +45,8 @@ type describedError struct {
 func (e *describedError) Error() string { return e.msg }
 func (e *describedError) Unwrap() error { return e.err }
 
-// apiMessage is the message of an API status error, without client-side decoration.
-func apiMessage(err error) string {
+// APIMessage is the message of an API status error, without client-side decoration.
+func APIMessage(err error) string {
 	if s, ok := err.(apierrors.APIStatus); ok && s.Status().Message != "" {
 		return s.Status().Message
 	}
@@ -57,7 +55,7 @@ func apiMessage(err error) string {
 
 // Namespace is the namespace of --namespace or of the kubeconfig's context, with a hint when the kubeconfig
 // cannot be read.
-func Namespace(f *cmdutil.Factory) (string, error) {
+func Namespace(f Factory) (string, error) {
 	ns, _, err := f.Namespace()
 	if err != nil {
 		return "", fmt.Errorf("cannot read the kubeconfig: %w (pass --kubeconfig or set KUBECONFIG to a kubeconfig file)", err)
@@ -67,7 +65,7 @@ func Namespace(f *cmdutil.Factory) (string, error) {
 
 // NamespaceAndClient resolves what every TrainJob command needs: the namespace, and a client unless c is
 // one already (tests set one).
-func NamespaceAndClient(f *cmdutil.Factory, c client.WithWatch) (string, client.WithWatch, error) {
+func NamespaceAndClient(f Factory, c client.WithWatch) (string, client.WithWatch, error) {
 	ns, err := Namespace(f)
 	if err != nil {
 		return "", nil, err

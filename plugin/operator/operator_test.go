@@ -45,7 +45,7 @@ featureGates: {TrainJobStatus: true}
 	var out bytes.Buffer
 	streams := cmdutil.Streams{In: &bytes.Buffer{}, Out: &out, ErrOut: &out}
 	ran := false
-	adder := func(f *cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
+	adder := func(f cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
 		cmd, o := newCommand(pipeline.Registry{}, f, streams)
 		// Parse without running: Complete is what RunE calls first.
 		cmd.RunE = func(c *cobra.Command, _ []string) error {
