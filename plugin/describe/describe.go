@@ -19,8 +19,8 @@ import (
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/offline"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/config"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline/plugins"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/stage"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
 )
@@ -42,16 +42,27 @@ type Options struct {
 	Files        []string
 	RuntimeFiles []string
 	Output       string
+	// Config is the operator's configuration the pipeline is built from.
+	Config config.Flags
 
 	Streams   cmdutil.Streams
 	factory   *cmdutil.Factory
+	outOfTree pipeline.Registry
 	namespace string
 	client    client.Client
+	files     *offline.Inputs
 }
 
-// NewCmd builds `describe-pipeline`.
-func NewCmd(f *cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
-	o := &Options{Streams: streams, factory: f}
+// NewCmd builds `describe-pipeline`, showing the pipeline of the in-tree
+// plugins and outOfTree (app.WithPlugin) as the operator of the same binary
+// runs it.
+func NewCmd(outOfTree pipeline.Registry) func(*cmdutil.Factory, cmdutil.Streams) *cobra.Command {
+	return func(f *cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
+		return newCmd(&Options{Streams: streams, factory: f, outOfTree: outOfTree})
+	}
+}
+
+func newCmd(o *Options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "describe-pipeline [NAME | --runtime RUNTIME | -f FILE]",
 		Aliases: []string{"pipeline"},
@@ -73,6 +84,7 @@ func NewCmd(f *cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
 	cmd.Flags().StringSliceVarP(&o.Files, "filename", "f", nil, "TrainJob file (offline); - reads standard input")
 	cmd.Flags().StringSliceVar(&o.RuntimeFiles, "runtime-file", nil, "Runtime file(s) for -f (offline)")
 	cmd.Flags().StringVarP(&o.Output, "output", "o", "", "Output format: empty for text, json or yaml")
+	o.Config.AddFlags(cmd.Flags())
 	return cmd
 }
 
@@ -123,7 +135,14 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	fw, err := offline.NewFramework(ctx, plugins.NewRegistry())
+	// Objects of other kinds in the files are the cluster the plugins see;
+	// for a live TrainJob or runtime, the plugins see nothing else, as
+	// render does.
+	files := o.files
+	if files == nil {
+		files = &offline.Inputs{}
+	}
+	fw, err := offline.NewFramework(ctx, &o.Config, o.outOfTree, files)
 	if err != nil {
 		return err
 	}
@@ -168,6 +187,7 @@ func (o *Options) inputs(ctx context.Context) (*trainer.TrainJob, []*pipeline.Ru
 		if err := loader.Load(ctx, in, append(append([]string{}, o.Files...), o.RuntimeFiles...)...); err != nil {
 			return nil, nil, err
 		}
+		o.files = in
 		if len(in.TrainJobs) != 1 {
 			return nil, nil, fmt.Errorf("want exactly one TrainJob in %s, found %d", strings.Join(o.Files, ", "), len(in.TrainJobs))
 		}

@@ -27,7 +27,7 @@ func TestDescribePipelineOffline(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "none"))
 			var out, errOut bytes.Buffer
-			root := plugin.NewRootCommand(cmdutil.NewFactory(), genericiooptions.IOStreams{Out: &out, ErrOut: &errOut}, describe.NewCmd)
+			root := plugin.NewRootCommand(cmdutil.NewFactory(), genericiooptions.IOStreams{Out: &out, ErrOut: &errOut}, describe.NewCmd(nil))
 			args := []string{"describe-pipeline", "-f", examples + tc.trainJob, "-o", tc.output}
 			if tc.runtime != "" {
 				args = append(args, "--runtime-file", examples+tc.runtime)
@@ -44,7 +44,7 @@ func TestDescribePipelineOffline(t *testing.T) {
 func TestDescribePipelineNeedsOneSource(t *testing.T) {
 	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "none"))
 	var out bytes.Buffer
-	root := plugin.NewRootCommand(cmdutil.NewFactory(), genericiooptions.IOStreams{Out: &out, ErrOut: &out}, describe.NewCmd)
+	root := plugin.NewRootCommand(cmdutil.NewFactory(), genericiooptions.IOStreams{Out: &out, ErrOut: &out}, describe.NewCmd(nil))
 	root.SetArgs([]string{"describe-pipeline", "-f", examples + "trainjob-01-multi-node.yaml", "--runtime", "x"})
 	err := root.ExecuteContext(context.Background())
 	if err == nil || err.Error() != "give exactly one of: a TrainJob NAME, --runtime RUNTIME, or -f FILE (with --runtime-file)" {
