@@ -43,7 +43,7 @@ test: verify test-unit test-integration ## Run every test (builds the local clus
 
 .PHONY: test-unit
 test-unit: ## Unit tests, golden files and fuzz seed corpora (no cluster).
-	go test $(GO_TEST_FLAGS) ./pkg/... ./plugin/... ./cmd/... ./config/... ./krew/...
+	go test $(GO_TEST_FLAGS) ./pkg/... ./plugin/... ./cmd/... ./config/... ./krew/... ./examples/...
 	# pkg/operator/pages once more linked by gcc, as a test binary with cgo dependencies is (it has a RELRO segment).
 	CGO_ENABLED=1 go test $(GO_TEST_FLAGS) -count=1 -ldflags=-linkmode=external ./pkg/operator/pages/
 
