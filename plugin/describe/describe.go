@@ -50,7 +50,6 @@ type Options struct {
 	outOfTree pipeline.Registry
 	namespace string
 	client    client.Client
-	files     *offline.Inputs
 }
 
 // NewCmd builds `describe-pipeline`, showing the pipeline of the in-tree
@@ -131,18 +130,15 @@ func (o *Options) Validate() error {
 
 // Run describes the pipeline.
 func (o *Options) Run(ctx context.Context) error {
-	tj, runtimes, err := o.inputs(ctx)
+	in, err := o.inputs(ctx)
 	if err != nil {
 		return err
 	}
+	tj, runtimes := in.TrainJobs[0], in.Runtimes
 	// Objects of other kinds in the files are the cluster the plugins see;
 	// for a live TrainJob or runtime, the plugins see nothing else, as
 	// render does.
-	files := o.files
-	if files == nil {
-		files = &offline.Inputs{}
-	}
-	fw, err := offline.NewFramework(ctx, &o.Config, o.outOfTree, files)
+	fw, err := offline.NewFramework(ctx, &o.Config, o.outOfTree, in)
 	if err != nil {
 		return err
 	}
@@ -174,46 +170,46 @@ func (o *Options) Run(ctx context.Context) error {
 	return d.WriteText(o.Streams.Out)
 }
 
-// inputs returns the TrainJob to describe and the runtimes to resolve it.
-func (o *Options) inputs(ctx context.Context) (*trainer.TrainJob, []*pipeline.Runtime, error) {
+// inputs returns the TrainJob to describe (the only one of TrainJobs), the
+// runtimes to resolve it, and, from files, the objects of other kinds.
+func (o *Options) inputs(ctx context.Context) (*offline.Inputs, error) {
 	switch {
 	case len(o.Files) > 0:
 		schema, err := offline.NewSchema()
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		in := &offline.Inputs{}
 		loader := &offline.Loader{Schema: schema, Namespace: o.namespace, Stdin: o.Streams.In}
 		if err := loader.Load(ctx, in, append(append([]string{}, o.Files...), o.RuntimeFiles...)...); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		o.files = in
 		if len(in.TrainJobs) != 1 {
-			return nil, nil, fmt.Errorf("want exactly one TrainJob in %s, found %d", strings.Join(o.Files, ", "), len(in.TrainJobs))
+			return nil, fmt.Errorf("want exactly one TrainJob in %s, found %d", strings.Join(o.Files, ", "), len(in.TrainJobs))
 		}
-		return in.TrainJobs[0], in.Runtimes, nil
+		return in, nil
 	case o.Runtime != "":
 		tj := &trainer.TrainJob{}
 		tj.Name, tj.Namespace = "example", o.namespace
 		tj.Spec.RuntimeRef = trainer.RuntimeRef{Name: o.Runtime, APIGroup: ptr.To(trainer.GroupVersion.Group), Kind: ptr.To(o.RuntimeKind)}
 		rt, err := o.liveRuntime(ctx, tj)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		return tj, []*pipeline.Runtime{rt}, nil
+		return &offline.Inputs{TrainJobs: []*trainer.TrainJob{tj}, Runtimes: []*pipeline.Runtime{rt}}, nil
 	default:
 		tj := &trainer.TrainJob{}
 		if err := o.client.Get(ctx, types.NamespacedName{Namespace: o.namespace, Name: o.Name}, tj); err != nil {
 			if apierrors.IsNotFound(err) {
-				return nil, nil, fmt.Errorf("trainjob %q not found in namespace %q: list them with: kubectl trainjob list", o.Name, o.namespace)
+				return nil, fmt.Errorf("trainjob %q not found in namespace %q: list them with: kubectl trainjob list", o.Name, o.namespace)
 			}
-			return nil, nil, err
+			return nil, err
 		}
 		rt, err := o.liveRuntime(ctx, tj)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		return tj, []*pipeline.Runtime{rt}, nil
+		return &offline.Inputs{TrainJobs: []*trainer.TrainJob{tj}, Runtimes: []*pipeline.Runtime{rt}}, nil
 	}
 }
 
