@@ -43,7 +43,7 @@ test: verify test-unit test-integration ## Run every test (builds the local clus
 
 .PHONY: test-unit
 test-unit: ## Unit tests, golden files and fuzz seed corpora (no cluster).
-	go test $(GO_TEST_FLAGS) ./pkg/... ./plugin/... ./cmd/... ./config/... ./krew/...
+	go test $(GO_TEST_FLAGS) ./pkg/... ./plugin/... ./cmd/... ./config/... ./krew/... ./examples/...
 
 .PHONY: test-integration
 test-integration: tools ## Tests against a real API server and the local GPU cluster.

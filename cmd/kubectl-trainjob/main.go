@@ -3,21 +3,11 @@
 package main
 
 import (
-	"fmt"
 	"os"
 
-	"k8s.io/cli-runtime/pkg/genericiooptions"
-
-	"github.com/kubectl-trainjob/kubectl-trainjob/plugin"
-	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
+	"github.com/kubectl-trainjob/kubectl-trainjob/cmd/kubectl-trainjob/app"
 )
 
 func main() {
-	streams := genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}
-	f := cmdutil.NewFactory()
-	root := plugin.NewRootCommand(f, streams, commands...)
-	if err := root.Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "error:", err)
-		os.Exit(cmdutil.ExitCode(err))
-	}
+	os.Exit(app.Main())
 }

@@ -36,10 +36,14 @@ func (s Source) String() string {
 	return fmt.Sprintf("%s (document %d)", s.File, s.Document)
 }
 
-// Inputs are the TrainJobs and runtimes read from files.
+// Inputs are the TrainJobs and runtimes read from files, and the other
+// objects there.
 type Inputs struct {
 	TrainJobs []*trainer.TrainJob
 	Runtimes  []*pipeline.Runtime
+	// Objects are the documents of other kinds: offline, the plugins read
+	// them as the cluster (NewFramework).
+	Objects []client.Object
 	// Sources maps each object read to where it came from.
 	Sources map[client.Object]Source
 }
@@ -59,8 +63,8 @@ type Loader struct {
 }
 
 // Load reads every document of every file. Documents of other kinds are
-// ignored; a document of our kinds that the API server would refuse is an
-// error naming the file.
+// kept as they are, in Objects; a document of our kinds that the API server
+// would refuse is an error naming the file.
 func (l *Loader) Load(ctx context.Context, in *Inputs, files ...string) error {
 	if in.Sources == nil {
 		in.Sources = map[client.Object]Source{}
@@ -115,6 +119,7 @@ func (l *Loader) loadDocuments(ctx context.Context, in *Inputs, file string, dat
 			return fmt.Errorf("%s: object has no kind: every document needs apiVersion and kind", src)
 		}
 		if gvk.Group != trainer.GroupVersion.Group {
+			in.Objects = append(in.Objects, u)
 			continue
 		}
 		if !l.Schema.Knows(gvk) {

@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
+
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
 )
 
 // Redacted replaces each Secret value unless secrets are shown.
@@ -17,7 +19,8 @@ const Redacted = "<redacted>"
 
 // ToUnstructured turns built objects into what the API server would
 // receive: no status, no null creationTimestamp, Secret data redacted
-// unless showSecrets.
+// unless showSecrets, and then the Secret's applied hash too: it is a hash
+// of the data (and of a generated key, a different one at each run).
 func ToUnstructured(objs []client.Object, showSecrets bool) ([]map[string]any, error) {
 	out := make([]map[string]any, 0, len(objs))
 	for _, o := range objs {
@@ -34,6 +37,9 @@ func ToUnstructured(objs []client.Object, showSecrets bool) ([]map[string]any, e
 						data[k] = Redacted
 					}
 				}
+			}
+			if _, ok, _ := unstructured.NestedString(m, "metadata", "annotations", pipeline.AppliedHashAnnotation); ok {
+				_ = unstructured.SetNestedField(m, Redacted, "metadata", "annotations", pipeline.AppliedHashAnnotation)
 			}
 		}
 		out = append(out, m)

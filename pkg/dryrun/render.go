@@ -12,7 +12,9 @@ import (
 
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/admission"
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/config"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline/plugins"
 )
 
 // Result is what rendering one TrainJob gives.
@@ -83,7 +85,24 @@ func Render(ctx context.Context, fw *pipeline.Framework, tj *trainer.TrainJob, r
 	return res, nil
 }
 
-// NewFramework is the framework without a cluster.
-func NewFramework(ctx context.Context, r pipeline.Registry) (*pipeline.Framework, error) {
-	return pipeline.New(ctx, r, pipeline.Handle{Offline: true})
+// NewFramework is the operator's pipeline (plugins.NewFramework) for the
+// operator's configuration of flags and the plugins of outOfTree, without a
+// cluster: the plugins read what the input files hold besides TrainJobs and
+// runtimes (in.Objects: the webhook certificate Secret, PriorityClasses, …)
+// and find nothing else, as in a cluster where nothing exists yet.
+func NewFramework(ctx context.Context, flags *config.Flags, outOfTree pipeline.Registry, in *Inputs) (*pipeline.Framework, error) {
+	cfg, err := flags.Load()
+	if err != nil {
+		return nil, err
+	}
+	cfg.Default()
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid configuration: %w", err)
+	}
+	fw, err := plugins.NewFramework(ctx, plugins.Config{Features: cfg.Features(), OutOfTree: outOfTree, Plugins: cfg.Plugins},
+		pipeline.OfflineHandle(cfg.OperatorInfo(), in.Objects...))
+	if err != nil {
+		return nil, fmt.Errorf("pipeline framework: %w", err)
+	}
+	return fw, nil
 }

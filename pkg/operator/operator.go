@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -29,7 +30,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
-	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/apply"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/config"
@@ -38,7 +38,7 @@ import (
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/runtimes"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/webhook"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline/plugins/jobset"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline/plugins"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/scheme"
 )
 
@@ -48,8 +48,9 @@ type Options struct {
 	Config *config.Configuration
 	// RESTConfig reaches the API server; QPS and burst come from Config.
 	RESTConfig *rest.Config
-	// Registry is the Pipeline Framework's ordered plugin registry.
-	Registry pipeline.Registry
+	// OutOfTree are the plugins a platform team's binary adds to the
+	// in-tree ones (app.WithPlugin).
+	OutOfTree pipeline.Registry
 	// PprofBindAddress serves net/http/pprof there, for profiling; empty or "0" (the default) turns it off.
 	PprofBindAddress string
 }
@@ -80,9 +81,11 @@ func New(ctx context.Context, opts Options) (*Operator, error) {
 
 	le := cfg.LeaderElection
 	webhooksOn := ptr.Deref(cfg.Webhook.Enable, true)
+	// The cache starts with the manager, once the framework exists.
+	trim := &trimmer{snapshots: &runtimes.SharedContents{}}
 	mgr, err := manager.New(restConfig, manager.Options{
 		Scheme: scheme.New(),
-		Cache:  cacheOptions(cfg),
+		Cache:  cacheOptions(cfg, trim.trimForCache),
 		Metrics: metricsserver.Options{
 			BindAddress:   cfg.Metrics.BindAddress,
 			SecureServing: ptr.Deref(cfg.Metrics.SecureServing, true),
@@ -130,11 +133,13 @@ func New(ctx context.Context, opts Options) (*Operator, error) {
 		return nil, fmt.Errorf("controller manager: %w", err)
 	}
 
-	plugins := &liveOnMiss{Client: mgr.GetClient(), live: mgr.GetAPIReader()}
-	fw, err := pipeline.New(ctx, withFeatures(cfg, opts.Registry), pipeline.Handle{Client: plugins, Operator: operatorInfo(cfg)})
+	reader := &liveOnMiss{Client: mgr.GetClient(), live: mgr.GetAPIReader()}
+	fw, err := plugins.NewFramework(ctx, plugins.Config{Features: cfg.Features(), OutOfTree: opts.OutOfTree, Plugins: cfg.Plugins},
+		pipeline.NewHandle(reader, mgr.GetRESTMapper(), cfg.OperatorInfo()))
 	if err != nil {
 		return nil, fmt.Errorf("pipeline framework: %w", err)
 	}
+	trim.framework = fw
 	o := &Operator{mgr: mgr, cfg: cfg, framework: fw, certsReady: make(chan struct{})}
 	if webhooksOn {
 		o.webhookErr = errors.New("webhooks are not registered yet")
@@ -183,8 +188,8 @@ func New(ctx context.Context, opts Options) (*Operator, error) {
 // cacheOptions scope the cache to what the operator owns: ConfigMaps and
 // Secrets only when they carry the TrainJob name label the operator sets on
 // the ones it applies, everything only in the watched namespace if one is
-// set; and what nobody reads is dropped (trimForCache).
-func cacheOptions(cfg *config.Configuration) cache.Options {
+// set; and what nobody reads is dropped (transform: trimmer.trimForCache).
+func cacheOptions(cfg *config.Configuration, transform toolscache.TransformFunc) cache.Options {
 	owned, _ := labels.NewRequirement(apply.TrainJobNameLabel, selection.Exists, nil)
 	selector := labels.NewSelector().Add(*owned)
 	opts := cache.Options{
@@ -192,7 +197,7 @@ func cacheOptions(cfg *config.Configuration) cache.Options {
 			&corev1.ConfigMap{}: {Label: selector},
 			&corev1.Secret{}:    {Label: selector},
 		},
-		DefaultTransform: trimmer{snapshots: &runtimes.SharedContents{}}.trimForCache,
+		DefaultTransform: transform,
 	}
 	if ns := cfg.Controller.WatchNamespace; ns != "" {
 		opts.DefaultNamespaces = map[string]cache.Config{ns: {}}
@@ -203,20 +208,22 @@ func cacheOptions(cfg *config.Configuration) cache.Options {
 // trimmer is the transform of what the cache keeps.
 type trimmer struct {
 	snapshots *runtimes.SharedContents
+	// framework's plugins trim what they read (pipeline.CacheTrimPlugin).
+	framework *pipeline.Framework
 }
 
 // trimForCache drops from every cached object what no reader of the
 // operator reads and what can be as large as the rest of the object: its
 // managed fields, and kubectl's last-applied-configuration annotation (a
-// copy of the object as kubectl last applied it); and from JobSets their
-// pod templates (jobset.TrimForCache). Runtime snapshots of the same
+// copy of the object as kubectl last applied it); and what the plugins
+// never read there (JobSets' pod templates). Runtime snapshots of the same
 // content share it.
-func (t trimmer) trimForCache(in any) (any, error) {
-	switch obj := in.(type) {
-	case *jobsetv1alpha2.JobSet:
-		jobset.TrimForCache(obj)
-	case *corev1.ConfigMap:
-		t.snapshots.Share(obj)
+func (t *trimmer) trimForCache(in any) (any, error) {
+	if cm, ok := in.(*corev1.ConfigMap); ok {
+		t.snapshots.Share(cm)
+	}
+	if obj, ok := in.(client.Object); ok {
+		t.framework.TrimForCache(obj)
 	}
 	obj, err := meta.Accessor(in)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -43,10 +44,15 @@ var Phases = []Phase{
 	{Name: "PostExecution", When: "at each reconcile", Points: []ExtensionPoint{TrainJobStatus}},
 }
 
-// Framework runs the registered plugins at each extension point, in the
-// registry's order.
+// Framework runs the enabled plugins at each extension point, in the order
+// of the configuration (by default the registry's).
 type Framework struct {
+	// plugins are the plugins enabled at one point at least, in registry order.
 	plugins []Plugin
+	// cacheTrimmers are the plugins of plugins that trim the cache.
+	cacheTrimmers []CacheTrimPlugin
+	// enabled are, per extension point, the names of its plugins in order.
+	enabled map[ExtensionPoint][]string
 
 	watchExtension        []WatchExtensionPlugin
 	customValidation      []CustomValidationPlugin
@@ -58,82 +64,147 @@ type Framework struct {
 	trainJobStatus        TrainJobStatusPlugin
 }
 
-// New builds every plugin of the registry and sorts them into extension points.
-func New(ctx context.Context, r Registry, h Handle) (*Framework, error) {
-	f := &Framework{}
-	seen := make(map[string]bool, len(r))
+// Option configures a Framework.
+type Option func(*options)
+
+type options struct {
+	plugins Plugins
+}
+
+// WithPlugins enables, disables and orders plugins per extension point
+// (the operator's configuration, field plugins).
+func WithPlugins(p Plugins) Option {
+	return func(o *options) { o.plugins = p }
+}
+
+// New builds every plugin of the registry and sorts them into extension
+// points: at each point, the plugins of the registry that implement it, in
+// the registry's order, as the configuration of WithPlugins changes them.
+func New(ctx context.Context, r Registry, h Handle, opts ...Option) (*Framework, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	built := make(map[string]Plugin, len(r))
+	var names []string
 	for _, e := range r {
-		if seen[e.Name] {
+		if _, ok := built[e.Name]; ok {
 			return nil, fmt.Errorf("plugin %q is registered twice", e.Name)
 		}
-		seen[e.Name] = true
 		p, err := e.Factory(ctx, h)
 		if err != nil {
 			return nil, fmt.Errorf("plugin %s: %w", e.Name, err)
 		}
-		f.plugins = append(f.plugins, p)
-		if p, ok := p.(WatchExtensionPlugin); ok {
-			f.watchExtension = append(f.watchExtension, p)
-		}
-		if p, ok := p.(CustomValidationPlugin); ok {
-			f.customValidation = append(f.customValidation, p)
-		}
-		if p, ok := p.(EnforceMLPolicyPlugin); ok {
-			f.enforceMLPolicy = append(f.enforceMLPolicy, p)
-		}
-		if p, ok := p.(EnforcePodGroupPolicyPlugin); ok {
-			f.enforcePodGroupPolicy = append(f.enforcePodGroupPolicy, p)
-		}
-		if p, ok := p.(EnforcePodSpecPlugin); ok {
-			f.enforcePodSpec = append(f.enforcePodSpec, p)
-		}
-		if p, ok := p.(PreComponentBuilderPlugin); ok {
-			f.preComponentBuilder = append(f.preComponentBuilder, p)
-		}
-		if p, ok := p.(ComponentBuilderPlugin); ok {
-			f.componentBuilder = append(f.componentBuilder, p)
-		}
-		if p, ok := p.(TrainJobStatusPlugin); ok {
-			if f.trainJobStatus != nil {
-				return nil, errors.New("too many TrainJobStatus plugins are registered")
+		built[e.Name] = p
+		names = append(names, e.Name)
+	}
+	f := &Framework{enabled: map[ExtensionPoint][]string{}}
+	used := map[string]bool{}
+	for _, point := range points() {
+		var defaults []string
+		for _, name := range names {
+			if implements(built[name], point) {
+				defaults = append(defaults, name)
 			}
-			f.trainJobStatus = p
+		}
+		enabled, err := o.plugins.set(point).merge(defaults, built)
+		if err != nil {
+			return nil, fmt.Errorf("plugins.%s: %w", point.field(), err)
+		}
+		for _, name := range enabled {
+			p := built[name]
+			if !implements(p, point) {
+				return nil, fmt.Errorf("plugins.%s: plugin %s does not extend %s", point.field(), name, point)
+			}
+			if err := f.add(point, p); err != nil {
+				return nil, err
+			}
+			used[name] = true
+		}
+		f.enabled[point] = enabled
+	}
+	for _, name := range names {
+		if !used[name] {
+			continue
+		}
+		f.plugins = append(f.plugins, built[name])
+		if t, ok := built[name].(CacheTrimPlugin); ok {
+			f.cacheTrimmers = append(f.cacheTrimmers, t)
 		}
 	}
 	return f, nil
 }
 
+// add puts p at point, after the plugins already there.
+func (f *Framework) add(point ExtensionPoint, p Plugin) error {
+	switch point {
+	case WatchExtension:
+		f.watchExtension = append(f.watchExtension, p.(WatchExtensionPlugin))
+	case CustomValidation:
+		f.customValidation = append(f.customValidation, p.(CustomValidationPlugin))
+	case EnforceMLPolicy:
+		f.enforceMLPolicy = append(f.enforceMLPolicy, p.(EnforceMLPolicyPlugin))
+	case EnforcePodGroupPolicy:
+		f.enforcePodGroupPolicy = append(f.enforcePodGroupPolicy, p.(EnforcePodGroupPolicyPlugin))
+	case EnforcePodSpec:
+		f.enforcePodSpec = append(f.enforcePodSpec, p.(EnforcePodSpecPlugin))
+	case PreComponentBuilder:
+		f.preComponentBuilder = append(f.preComponentBuilder, p.(PreComponentBuilderPlugin))
+	case ComponentBuilder:
+		f.componentBuilder = append(f.componentBuilder, p.(ComponentBuilderPlugin))
+	case TrainJobStatus:
+		if f.trainJobStatus != nil {
+			return errors.New("too many TrainJobStatus plugins are enabled: at most one computes the status")
+		}
+		f.trainJobStatus = p.(TrainJobStatusPlugin)
+	}
+	return nil
+}
+
+// implements tells whether p extends point.
+func implements(p Plugin, point ExtensionPoint) bool {
+	var ok bool
+	switch point {
+	case WatchExtension:
+		_, ok = p.(WatchExtensionPlugin)
+	case CustomValidation:
+		_, ok = p.(CustomValidationPlugin)
+	case EnforceMLPolicy:
+		_, ok = p.(EnforceMLPolicyPlugin)
+	case EnforcePodGroupPolicy:
+		_, ok = p.(EnforcePodGroupPolicyPlugin)
+	case EnforcePodSpec:
+		_, ok = p.(EnforcePodSpecPlugin)
+	case PreComponentBuilder:
+		_, ok = p.(PreComponentBuilderPlugin)
+	case ComponentBuilder:
+		_, ok = p.(ComponentBuilderPlugin)
+	case TrainJobStatus:
+		_, ok = p.(TrainJobStatusPlugin)
+	}
+	return ok
+}
+
+// points are every extension point, in phase order.
+func points() []ExtensionPoint {
+	var out []ExtensionPoint
+	for _, ph := range Phases {
+		out = append(out, ph.Points...)
+	}
+	return out
+}
+
 // Plugins returns, for an extension point, the names of the plugins that
 // run there, in execution order.
 func (f *Framework) Plugins(point ExtensionPoint) []string {
-	var names []string
-	add := func(p Plugin) { names = append(names, p.Name()) }
-	switch point {
-	case WatchExtension:
-		each(f.watchExtension, add)
-	case CustomValidation:
-		each(f.customValidation, add)
-	case EnforceMLPolicy:
-		each(f.enforceMLPolicy, add)
-	case EnforcePodGroupPolicy:
-		each(f.enforcePodGroupPolicy, add)
-	case EnforcePodSpec:
-		each(f.enforcePodSpec, add)
-	case PreComponentBuilder:
-		each(f.preComponentBuilder, add)
-	case ComponentBuilder:
-		each(f.componentBuilder, add)
-	case TrainJobStatus:
-		if f.trainJobStatus != nil {
-			add(f.trainJobStatus)
-		}
-	}
-	return names
+	return slices.Clone(f.enabled[point])
 }
 
-func each[P Plugin](ps []P, fn func(Plugin)) {
-	for _, p := range ps {
-		fn(p)
+// TrimForCache drops from obj, on its way into the operator's cache, what
+// no enabled plugin reads there (CacheTrimPlugin).
+func (f *Framework) TrimForCache(obj client.Object) {
+	for _, t := range f.cacheTrimmers {
+		t.TrimForCache(obj)
 	}
 }
 

@@ -3,6 +3,7 @@ package pipeline_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -89,7 +90,7 @@ spec: {runtimeRef: {name: torch}}
 
 func TestBuildRunsPointsInPhaseOrderAndPluginsInRegistryOrder(t *testing.T) {
 	var log []string
-	fw, err := pipeline.New(context.Background(), registry(&recorder{name: "b", log: &log}, &recorder{name: "a", log: &log}), pipeline.Handle{Offline: true})
+	fw, err := pipeline.New(context.Background(), registry(&recorder{name: "b", log: &log}, &recorder{name: "a", log: &log}), pipeline.OfflineHandle(pipeline.OperatorInfo{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +116,7 @@ func TestBuildRunsPointsInPhaseOrderAndPluginsInRegistryOrder(t *testing.T) {
 
 func TestFirstErrorStopsBuildAndNamesThePlugin(t *testing.T) {
 	var log []string
-	fw, err := pipeline.New(context.Background(), registry(&recorder{name: "first", log: &log, fail: pipeline.EnforcePodSpec}, &recorder{name: "second", log: &log}), pipeline.Handle{Offline: true})
+	fw, err := pipeline.New(context.Background(), registry(&recorder{name: "first", log: &log, fail: pipeline.EnforcePodSpec}, &recorder{name: "second", log: &log}), pipeline.OfflineHandle(pipeline.OperatorInfo{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +135,7 @@ func TestFirstErrorStopsBuildAndNamesThePlugin(t *testing.T) {
 
 func TestTraceRecordsWhatEachPluginChanged(t *testing.T) {
 	var log []string
-	fw, err := pipeline.New(context.Background(), registry(&recorder{name: "env", log: &log, env: "FOO"}, &recorder{name: "quiet", log: &log}), pipeline.Handle{Offline: true})
+	fw, err := pipeline.New(context.Background(), registry(&recorder{name: "env", log: &log, env: "FOO"}, &recorder{name: "quiet", log: &log}), pipeline.OfflineHandle(pipeline.OperatorInfo{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +164,7 @@ func TestNewRejectsBadRegistries(t *testing.T) {
 		reg     pipeline.Registry
 		wantErr string
 	}{
-		{"two status plugins", registry(statusOnly{"s1"}, statusOnly{"s2"}), "too many TrainJobStatus plugins are registered"},
+		{"two status plugins", registry(statusOnly{"s1"}, statusOnly{"s2"}), "too many TrainJobStatus plugins are enabled: at most one computes the status"},
 		{"same name twice", registry(&recorder{name: "x", log: &log}, &recorder{name: "x", log: &log}), `plugin "x" is registered twice`},
 		{"factory error", pipeline.Registry{{Name: "bad", Factory: func(context.Context, pipeline.Handle) (pipeline.Plugin, error) {
 			return nil, errors.New("no client")
@@ -171,7 +172,122 @@ func TestNewRejectsBadRegistries(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := pipeline.New(context.Background(), tc.reg, pipeline.Handle{})
+			_, err := pipeline.New(context.Background(), tc.reg, pipeline.OfflineHandle(pipeline.OperatorInfo{}))
+			if err == nil || err.Error() != tc.wantErr {
+				t.Errorf("err = %v, want %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// TestWithPlugins: the configuration enables, disables and orders plugins
+// per extension point as a scheduler profile does.
+func TestWithPlugins(t *testing.T) {
+	var log []string
+	reg := func() pipeline.Registry {
+		return registry(&recorder{name: "a", log: &log}, &recorder{name: "b", log: &log}, &recorder{name: "c", log: &log}, statusOnly{"s"})
+	}
+	names := func(ps ...string) []pipeline.PluginRef {
+		var out []pipeline.PluginRef
+		for _, p := range ps {
+			out = append(out, pipeline.PluginRef{Name: p})
+		}
+		return out
+	}
+	cases := []struct {
+		name    string
+		plugins pipeline.Plugins
+		want    map[pipeline.ExtensionPoint][]string
+	}{
+		{
+			name: "defaults: the registry's order",
+			want: map[pipeline.ExtensionPoint][]string{pipeline.EnforcePodSpec: {"a", "b", "c"}, pipeline.ComponentBuilder: {"a", "b", "c"}, pipeline.TrainJobStatus: {"s"}},
+		},
+		{
+			name:    "one disabled at one point only",
+			plugins: pipeline.Plugins{EnforcePodSpec: pipeline.PluginSet{Disabled: names("b")}},
+			want:    map[pipeline.ExtensionPoint][]string{pipeline.EnforcePodSpec: {"a", "c"}, pipeline.ComponentBuilder: {"a", "b", "c"}, pipeline.TrainJobStatus: {"s"}},
+		},
+		{
+			name:    "all disabled, then enabled in a new order",
+			plugins: pipeline.Plugins{ComponentBuilder: pipeline.PluginSet{Disabled: names("*"), Enabled: names("c", "a")}},
+			want:    map[pipeline.ExtensionPoint][]string{pipeline.EnforcePodSpec: {"a", "b", "c"}, pipeline.ComponentBuilder: {"c", "a"}, pipeline.TrainJobStatus: {"s"}},
+		},
+		{
+			name:    "a default enabled again keeps its place",
+			plugins: pipeline.Plugins{EnforcePodSpec: pipeline.PluginSet{Enabled: names("a")}},
+			want:    map[pipeline.ExtensionPoint][]string{pipeline.EnforcePodSpec: {"a", "b", "c"}, pipeline.ComponentBuilder: {"a", "b", "c"}, pipeline.TrainJobStatus: {"s"}},
+		},
+		{
+			name:    "no status plugin",
+			plugins: pipeline.Plugins{TrainJobStatus: pipeline.PluginSet{Disabled: names("s")}},
+			want:    map[pipeline.ExtensionPoint][]string{pipeline.EnforcePodSpec: {"a", "b", "c"}, pipeline.ComponentBuilder: {"a", "b", "c"}},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			fw, err := pipeline.New(context.Background(), reg(), pipeline.OfflineHandle(pipeline.OperatorInfo{}), pipeline.WithPlugins(tc.plugins))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[pipeline.ExtensionPoint][]string{}
+			for _, point := range []pipeline.ExtensionPoint{pipeline.EnforcePodSpec, pipeline.ComponentBuilder, pipeline.TrainJobStatus} {
+				if names := fw.Plugins(point); names != nil {
+					got[point] = names
+				}
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("plugins per point (-want +got):\n%s", diff)
+			}
+		})
+	}
+	t.Run("the configured order is the order they run in", func(t *testing.T) {
+		log = nil
+		fw, err := pipeline.New(context.Background(), reg(), pipeline.OfflineHandle(pipeline.OperatorInfo{}),
+			pipeline.WithPlugins(pipeline.Plugins{EnforcePodSpec: pipeline.PluginSet{Disabled: names("*"), Enabled: names("c", "a")}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := fw.RuntimeInfo(pipelinetest.TrainJob(t, trainJobYAML), pipelinetest.Runtime(t, runtimeYAML), pipeline.BuildOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		var podSpec []string
+		for _, l := range log {
+			if strings.HasPrefix(l, string(pipeline.EnforcePodSpec)+":") {
+				podSpec = append(podSpec, l)
+			}
+		}
+		if diff := cmp.Diff([]string{"EnforcePodSpec:c", "EnforcePodSpec:a"}, podSpec); diff != "" {
+			t.Errorf("EnforcePodSpec runs (-want +got):\n%s", diff)
+		}
+	})
+}
+
+func TestWithPluginsRejectsBadConfigurations(t *testing.T) {
+	var log []string
+	reg := registry(&recorder{name: "a", log: &log}, statusOnly{"s1"}, statusOnly{"s2"})
+	cases := []struct {
+		name    string
+		plugins pipeline.Plugins
+		wantErr string
+	}{
+		{"unknown plugin", pipeline.Plugins{EnforcePodSpec: pipeline.PluginSet{Enabled: []pipeline.PluginRef{{Name: "typo"}}}},
+			`plugins.enforcePodSpec: plugin "typo" is not registered (is its feature gate off?)`},
+		{"unknown plugin disabled", pipeline.Plugins{EnforcePodSpec: pipeline.PluginSet{Disabled: []pipeline.PluginRef{{Name: "typo"}}}},
+			`plugins.enforcePodSpec: plugin "typo" is not registered (is its feature gate off?)`},
+		{"plugin at a point it does not extend", pipeline.Plugins{CustomValidation: pipeline.PluginSet{Enabled: []pipeline.PluginRef{{Name: "a"}}}},
+			"plugins.customValidation: plugin a does not extend CustomValidation"},
+		{"enabled twice", pipeline.Plugins{EnforcePodSpec: pipeline.PluginSet{Disabled: []pipeline.PluginRef{{Name: "*"}}, Enabled: []pipeline.PluginRef{{Name: "a"}, {Name: "a"}}}},
+			`plugins.enforcePodSpec: plugin "a" is enabled twice`},
+		{"two status plugins", pipeline.Plugins{}, "too many TrainJobStatus plugins are enabled: at most one computes the status"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			plugins := tc.plugins
+			if tc.name != "two status plugins" {
+				plugins.TrainJobStatus = pipeline.PluginSet{Disabled: []pipeline.PluginRef{{Name: "s2"}}}
+			}
+			_, err := pipeline.New(context.Background(), reg, pipeline.OfflineHandle(pipeline.OperatorInfo{}), pipeline.WithPlugins(plugins))
 			if err == nil || err.Error() != tc.wantErr {
 				t.Errorf("err = %v, want %q", err, tc.wantErr)
 			}

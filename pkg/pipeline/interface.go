@@ -2,7 +2,11 @@
 // and its runtime into the objects to apply, through plugins called at fixed
 // extension points. The operator and the CLI (render, describe-pipeline) run
 // the very same code. The framework never talks to the API server itself; a
-// plugin may read through the Handle it is given (nil offline).
+// plugin may read through the Handle it is given (offline, a cluster that
+// holds only what the input files hold).
+//
+// pkg/pipeline/plugins holds the in-tree plugins of this framework;
+// plugin/ (top level) is the kubectl plugin's commands, which run it.
 package pipeline
 
 import (
@@ -81,17 +85,16 @@ type TrainJobStatusPlugin interface {
 	Status(ctx context.Context, trainJob *trainer.TrainJob) (*trainer.TrainJobStatus, error)
 }
 
-// Handle is what a plugin may use beyond the RuntimeInfo: a reader of the
-// cluster (nil when the framework runs offline, e.g. in `render`; plugins
-// then assume nothing exists yet) and the operator's configuration.
-type Handle struct {
-	Client client.Client
-	// Offline is true when no cluster is reachable; Client is then nil.
-	Offline bool
-
-	// Operator tells plugins where the operator runs and serves; it is
-	// zero offline.
-	Operator OperatorInfo
+// CacheTrimPlugin is a plugin that reads objects of some kind from the
+// operator's cache and knows what of them it never reads there: the cache
+// keeps objects without it (JobSets without their pod templates). It is no
+// extension point of KEP-2170; every enabled plugin that implements it
+// trims, so it must keep what any other reader of that kind needs.
+type CacheTrimPlugin interface {
+	Plugin
+	// TrimForCache drops in place from obj what the cache need not keep;
+	// it leaves objects of other kinds alone.
+	TrimForCache(obj client.Object)
 }
 
 // OperatorInfo is what plugins know of the operator: pods reach its

@@ -20,9 +20,9 @@ import (
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/dryrun"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/config"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/runtimes"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline/plugins"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/stage"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
 )
@@ -44,17 +44,27 @@ type Options struct {
 	Files        []string
 	RuntimeFiles []string
 	Output       string
+	// Config is the operator's configuration the pipeline is built from.
+	Config config.Flags
 
 	Streams   cmdutil.Streams
 	factory   cmdutil.Factory
+	outOfTree pipeline.Registry
 	namespace string
 	client    client.Client
 	decoder   runtime.Decoder
 }
 
-// NewCmd builds `describe-pipeline`.
-func NewCmd(f cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
-	o := &Options{Streams: streams, factory: f}
+// NewCmd builds `describe-pipeline`, showing the pipeline of the in-tree
+// plugins and outOfTree (app.WithPlugin) as the operator of the same binary
+// runs it.
+func NewCmd(outOfTree pipeline.Registry) func(cmdutil.Factory, cmdutil.Streams) *cobra.Command {
+	return func(f cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
+		return newCmd(&Options{Streams: streams, factory: f, outOfTree: outOfTree})
+	}
+}
+
+func newCmd(o *Options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "describe-pipeline [NAME | --runtime RUNTIME | -f FILE]",
 		Aliases: []string{"pipeline"},
@@ -76,6 +86,7 @@ func NewCmd(f cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
 	cmd.Flags().StringSliceVarP(&o.Files, "filename", "f", nil, "TrainJob file (offline); - reads standard input")
 	cmd.Flags().StringSliceVar(&o.RuntimeFiles, "runtime-file", nil, "Runtime file(s) for -f (offline)")
 	cmd.Flags().StringVarP(&o.Output, "output", "o", "", "Output format: empty for text, json or yaml")
+	o.Config.AddFlags(cmd.Flags())
 	return cmd
 }
 
@@ -123,11 +134,15 @@ func (o *Options) Validate() error {
 
 // Run describes the pipeline.
 func (o *Options) Run(ctx context.Context) error {
-	tj, runtimes, err := o.inputs(ctx)
+	in, err := o.inputs(ctx)
 	if err != nil {
 		return err
 	}
-	fw, err := dryrun.NewFramework(ctx, plugins.NewRegistry())
+	tj, runtimes := in.TrainJobs[0], in.Runtimes
+	// Objects of other kinds in the files are the cluster the plugins see;
+	// for a live TrainJob or runtime, the plugins see nothing else, as
+	// render does.
+	fw, err := dryrun.NewFramework(ctx, &o.Config, o.outOfTree, in)
 	if err != nil {
 		return err
 	}
@@ -159,42 +174,43 @@ func (o *Options) Run(ctx context.Context) error {
 	return d.WriteText(o.Streams.Out)
 }
 
-// inputs returns the TrainJob to describe and the runtimes to resolve it.
-func (o *Options) inputs(ctx context.Context) (*trainer.TrainJob, []*pipeline.Runtime, error) {
+// inputs returns the TrainJob to describe (the only one of TrainJobs), the
+// runtimes to resolve it, and, from files, the objects of other kinds.
+func (o *Options) inputs(ctx context.Context) (*dryrun.Inputs, error) {
 	switch {
 	case len(o.Files) > 0:
 		schema, err := dryrun.NewSchema()
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		in := &dryrun.Inputs{}
 		loader := &dryrun.Loader{Schema: schema, Namespace: o.namespace, Stdin: o.Streams.In}
 		if err := loader.Load(ctx, in, append(append([]string{}, o.Files...), o.RuntimeFiles...)...); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		if len(in.TrainJobs) != 1 {
-			return nil, nil, fmt.Errorf("want exactly one TrainJob in %s, found %d", strings.Join(o.Files, ", "), len(in.TrainJobs))
+			return nil, fmt.Errorf("want exactly one TrainJob in %s, found %d", strings.Join(o.Files, ", "), len(in.TrainJobs))
 		}
-		return in.TrainJobs[0], in.Runtimes, nil
+		return in, nil
 	case o.Runtime != "":
 		tj := &trainer.TrainJob{}
 		tj.Name, tj.Namespace = "example", o.namespace
 		tj.Spec.RuntimeRef = trainer.RuntimeRef{Name: o.Runtime, APIGroup: ptr.To(trainer.GroupVersion.Group), Kind: ptr.To(o.RuntimeKind)}
 		rt, err := o.liveRuntime(ctx, tj)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		return tj, []*pipeline.Runtime{rt}, nil
+		return &dryrun.Inputs{TrainJobs: []*trainer.TrainJob{tj}, Runtimes: []*pipeline.Runtime{rt}}, nil
 	default:
 		tj, err := cmdutil.GetTrainJob(ctx, o.client, o.namespace, o.Name)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		rt, err := o.liveRuntime(ctx, tj)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		return tj, []*pipeline.Runtime{rt}, nil
+		return &dryrun.Inputs{TrainJobs: []*trainer.TrainJob{tj}, Runtimes: []*pipeline.Runtime{rt}}, nil
 	}
 }
 

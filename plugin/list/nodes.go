@@ -10,9 +10,9 @@ import (
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/dryrun"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/config"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/runtimes"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline/plugins"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/printers"
 )
 
@@ -35,7 +35,7 @@ type runtimeLookup struct {
 
 // newRuntimeDefaults reads runtimes with c and sizes TrainJobs with the pipeline the operator runs, dryrun.
 func newRuntimeDefaults(ctx context.Context, c client.Reader) (*runtimeDefaults, error) {
-	fw, err := dryrun.NewFramework(ctx, plugins.NewRegistry())
+	fw, err := dryrun.NewFramework(ctx, &config.Flags{}, nil, &dryrun.Inputs{})
 	if err != nil {
 		return nil, err
 	}

@@ -10,8 +10,8 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/dryrun"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/config"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline/plugins"
 )
 
 // examples are the copies of the reference examples (shared/reference/examples) that render's tests use.
@@ -39,7 +39,7 @@ func TestGPUsAgreeWithRender(t *testing.T) {
 	if len(in.TrainJobs) < 6 {
 		t.Fatalf("%d TrainJobs in %s, want every example", len(in.TrainJobs), examples)
 	}
-	fw, err := dryrun.NewFramework(ctx, plugins.NewRegistry())
+	fw, err := dryrun.NewFramework(ctx, &config.Flags{}, nil, &dryrun.Inputs{})
 	if err != nil {
 		t.Fatal(err)
 	}

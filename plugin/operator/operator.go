@@ -28,8 +28,7 @@ import (
 // CommandOptions are the flags of `kubectl-trainjob operator`. A flag given
 // on the command line overrides the configuration file.
 type CommandOptions struct {
-	ConfigFile     string
-	FeatureGates   string
+	Config         config.Flags
 	LeaderElect    bool
 	Webhooks       bool
 	MetricsAddress string
@@ -42,25 +41,25 @@ type CommandOptions struct {
 	QPS            float32
 	Burst          int32
 
-	zap      zap.Options
-	registry pipeline.Registry
-	factory  cmdutil.Factory
-	streams  cmdutil.Streams
+	zap       zap.Options
+	outOfTree pipeline.Registry
+	factory   cmdutil.Factory
+	streams   cmdutil.Streams
 }
 
 // NewCommand returns the `operator` command of the binary, running the
-// Pipeline Framework with registry. Its cluster connection comes from the
+// Pipeline Framework with the in-tree plugins and outOfTree (app.WithPlugin). Its cluster connection comes from the
 // root's kubectl flags (--kubeconfig, --context, …), else the pod's
 // in-cluster configuration.
-func NewCommand(registry pipeline.Registry) func(cmdutil.Factory, cmdutil.Streams) *cobra.Command {
+func NewCommand(outOfTree pipeline.Registry) func(cmdutil.Factory, cmdutil.Streams) *cobra.Command {
 	return func(f cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
-		cmd, _ := newCommand(registry, f, streams)
+		cmd, _ := newCommand(outOfTree, f, streams)
 		return cmd
 	}
 }
 
-func newCommand(registry pipeline.Registry, f cmdutil.Factory, streams cmdutil.Streams) (*cobra.Command, *CommandOptions) {
-	o := &CommandOptions{registry: registry, factory: f, streams: streams, zap: zap.Options{}}
+func newCommand(outOfTree pipeline.Registry, f cmdutil.Factory, streams cmdutil.Streams) (*cobra.Command, *CommandOptions) {
+	o := &CommandOptions{outOfTree: outOfTree, factory: f, streams: streams, zap: zap.Options{}}
 	cmd := &cobra.Command{
 		Use:   "operator",
 		Short: "Run the operator: reconcile TrainJobs into JobSets, serve the admission webhooks",
@@ -88,8 +87,7 @@ configuration.`),
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&o.ConfigFile, "config", "", "Configuration file (config.trainer.kubeflow.org/v1alpha1 Configuration, YAML)")
-	fs.StringVar(&o.FeatureGates, "feature-gates", "", "Feature gates, Name=true|false separated by commas; they override the file's featureGates")
+	o.Config.AddFlags(fs)
 	fs.BoolVar(&o.LeaderElect, "leader-elect", true, "Elect a leader through a Lease so that only one replica reconciles")
 	fs.BoolVar(&o.Webhooks, "webhooks", true, "Serve the admission webhooks (turn off only where another replica serves them)")
 	fs.StringVar(&o.MetricsAddress, "metrics-bind-address", config.DefaultMetricsBindAddress, `Address of /metrics ("0" turns it off)`)
@@ -110,15 +108,9 @@ configuration.`),
 // Complete reads the configuration file, lays the flags given on the
 // command line over it, and resolves the cluster connection.
 func (o *CommandOptions) Complete(cmd *cobra.Command) (*config.Configuration, *rest.Config, error) {
-	cfg := &config.Configuration{}
-	if o.ConfigFile != "" {
-		data, err := os.ReadFile(o.ConfigFile)
-		if err != nil {
-			return nil, nil, fmt.Errorf("read configuration: %w", err)
-		}
-		if cfg, err = config.Decode(data); err != nil {
-			return nil, nil, fmt.Errorf("configuration %s: %w", o.ConfigFile, err)
-		}
+	cfg, err := o.Config.Load()
+	if err != nil {
+		return nil, nil, err
 	}
 	overrides := map[string]func(){
 		"operator-namespace":        func() { cfg.Namespace = o.Namespace },
@@ -135,18 +127,6 @@ func (o *CommandOptions) Complete(cmd *cobra.Command) (*config.Configuration, *r
 	for name, override := range overrides {
 		if cmd.Flags().Changed(name) {
 			override()
-		}
-	}
-	if o.FeatureGates != "" {
-		gates, err := config.ParseFeatureGates(o.FeatureGates)
-		if err != nil {
-			return nil, nil, fmt.Errorf("--feature-gates: %w", err)
-		}
-		if cfg.FeatureGates == nil {
-			cfg.FeatureGates = map[string]bool{}
-		}
-		for name, on := range gates {
-			cfg.FeatureGates[name] = on
 		}
 	}
 	cfg.Default()
@@ -168,7 +148,7 @@ func (o *CommandOptions) Run(ctx context.Context, cfg *config.Configuration, res
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ctx = log.IntoContext(ctx, logger)
-	op, err := operator.New(ctx, operator.Options{Config: cfg, RESTConfig: restConfig, Registry: o.registry, PprofBindAddress: o.PprofAddress})
+	op, err := operator.New(ctx, operator.Options{Config: cfg, RESTConfig: restConfig, OutOfTree: o.outOfTree, PprofBindAddress: o.PprofAddress})
 	if err != nil {
 		return err
 	}

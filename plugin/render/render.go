@@ -1,5 +1,7 @@
 // Package render is `kubectl trainjob render`: every object the operator's
-// Build phase would apply for a TrainJob, computed offline.
+// Build phase would apply for a TrainJob, computed offline, exactly as the
+// operator writes it (pipeline.AsApplied: labels and annotations included),
+// with the operator's configuration (--config, --feature-gates).
 package render
 
 import (
@@ -8,10 +10,12 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/dryrun"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/config"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline/plugins"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/scheme"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
 )
 
@@ -22,7 +26,12 @@ const example = `  # The JobSet and everything else the operator would create fo
   cat job-and-runtime.yaml | kubectl trainjob render -f - -o json
 
   # Show the generated MPI SSH keys instead of redacting them
-  kubectl trainjob render -f mpi-job.yaml --runtime deepspeed.yaml --show-secrets`
+  kubectl trainjob render -f mpi-job.yaml --runtime deepspeed.yaml --show-secrets
+
+  # With the operator's configuration and feature gates; the TrainJobStatus
+  # plugin reads the CA from the webhook certificate Secret given with -f
+  kubectl trainjob render -f trainjob.yaml -f webhook-cert.yaml --runtime runtime.yaml \
+    --config config.yaml --feature-gates TrainJobStatus=true`
 
 // Options are the flags of render.
 type Options struct {
@@ -31,22 +40,35 @@ type Options struct {
 	Output       string
 	ShowSecrets  bool
 	Namespace    string
+	// Config is the operator's configuration the pipeline is built from.
+	Config config.Flags
 
-	Streams cmdutil.Streams
-	factory cmdutil.Factory
+	Streams   cmdutil.Streams
+	factory   cmdutil.Factory
+	outOfTree pipeline.Registry
 }
 
-// NewCmd builds `render`.
-func NewCmd(f cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
-	o := &Options{Streams: streams, factory: f}
+// NewCmd builds `render`, running the in-tree plugins and outOfTree
+// (app.WithPlugin) as the operator of the same binary does.
+func NewCmd(outOfTree pipeline.Registry) func(cmdutil.Factory, cmdutil.Streams) *cobra.Command {
+	return func(f cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
+		return newCmd(&Options{Streams: streams, factory: f, outOfTree: outOfTree})
+	}
+}
+
+func newCmd(o *Options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "render -f TRAINJOB_FILE [--runtime RUNTIME_FILE]",
 		Short: "Print the objects the operator would create for a TrainJob, without a cluster",
 		Long: `Render runs the operator's pipeline (admission checks, then the Build phase) on a
 TrainJob and its runtime read from files, and prints every object the operator
-would apply: the JobSet, PodGroups, ConfigMaps and Secrets. No cluster is used.
-Files may hold several YAML documents; TrainJobs and runtimes may share a file.
-Secret data is redacted unless --show-secrets is given.`,
+would apply: the JobSet, PodGroups, ConfigMaps and Secrets, with the labels and
+annotations the operator writes. No cluster is used: objects of other kinds in
+the files (the webhook certificate Secret, PriorityClasses, ...) are the cluster
+the plugins see, and nothing else exists. The pipeline is the operator's for
+its configuration (--config, --feature-gates). Files may hold several YAML
+documents; TrainJobs and runtimes may share a file. Secret data is redacted
+unless --show-secrets is given.`,
 		Example: example,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -63,6 +85,7 @@ Secret data is redacted unless --show-secrets is given.`,
 	cmd.Flags().StringSliceVar(&o.RuntimeFiles, "runtime", nil, "TrainingRuntime or ClusterTrainingRuntime file(s)")
 	cmd.Flags().StringVarP(&o.Output, "output", "o", "yaml", "Output format: yaml or json")
 	cmd.Flags().BoolVar(&o.ShowSecrets, "show-secrets", false, "Print Secret data instead of redacting it")
+	o.Config.AddFlags(cmd.Flags())
 	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"yaml", "json"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
@@ -103,10 +126,11 @@ func (o *Options) Run(ctx context.Context) error {
 	if len(in.TrainJobs) == 0 {
 		return fmt.Errorf("no TrainJob in %s: pass the TrainJob file with -f", strings.Join(o.Files, ", "))
 	}
-	fw, err := dryrun.NewFramework(ctx, plugins.NewRegistry())
+	fw, err := dryrun.NewFramework(ctx, &o.Config, o.outOfTree, in)
 	if err != nil {
 		return err
 	}
+	s := scheme.New()
 	var all []map[string]any
 	for _, tj := range in.TrainJobs {
 		res, err := dryrun.Render(ctx, fw, tj, in.Runtimes, pipeline.BuildOptions{})
@@ -116,7 +140,13 @@ func (o *Options) Run(ctx context.Context) error {
 		for _, w := range res.Warnings {
 			fmt.Fprintf(o.Streams.ErrOut, "Warning: %s\n", w)
 		}
-		objs, err := dryrun.ToUnstructured(res.Objects, o.ShowSecrets)
+		applied := make([]client.Object, len(res.Objects))
+		for k, obj := range res.Objects {
+			if applied[k], _, err = pipeline.AsApplied(s, obj, tj.Name); err != nil {
+				return err
+			}
+		}
+		objs, err := dryrun.ToUnstructured(applied, o.ShowSecrets)
 		if err != nil {
 			return err
 		}

@@ -30,7 +30,7 @@ func run(t *testing.T, stdin string, args ...string) (stdout, stderr string, err
 	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "none"))
 	var out, errOut bytes.Buffer
 	streams := genericiooptions.IOStreams{In: strings.NewReader(stdin), Out: &out, ErrOut: &errOut}
-	root := plugin.NewRootCommand(cmdutil.NewFactory(), streams, render.NewCmd)
+	root := plugin.NewRootCommand(cmdutil.NewFactory(), streams, render.NewCmd(nil))
 	root.SetArgs(append([]string{"render"}, args...))
 	err = root.ExecuteContext(context.Background())
 	return out.String(), errOut.String(), err
@@ -108,6 +108,55 @@ func TestRenderBadInput(t *testing.T) {
 			}
 			if cmdutil.ExitCode(err) != cmdutil.ExitError {
 				t.Errorf("exit code %d, want 1", cmdutil.ExitCode(err))
+			}
+			golden.Assert(t, "testdata/errors/"+strings.ReplaceAll(tc.name, " ", "-")+".golden.txt", []byte(err.Error()+"\n"))
+		})
+	}
+}
+
+// TestRenderWithTheOperatorsConfiguration: render builds the operator's
+// pipeline for the operator's configuration file and feature gates.
+func TestRenderWithTheOperatorsConfiguration(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+	}{
+		{"TrainJobStatus gate", []string{"-f", "testdata/config/webhook-cert.yaml", "--config", "testdata/config/operator.yaml", "--feature-gates", "TrainJobStatus=true"}},
+		{"plugins disabled", []string{"--config", "testdata/config/plugins.yaml"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append(append([]string{"-f", "testdata/examples/trainjob-01-multi-node.yaml"}, tc.args...), runtimes...)
+			out, stderr, err := run(t, "", args...)
+			if err != nil {
+				t.Fatalf("render: %v\n%s", err, stderr)
+			}
+			golden.Assert(t, "testdata/config/"+strings.ReplaceAll(tc.name, " ", "-")+".golden.yaml", []byte(out))
+		})
+	}
+}
+
+// TestRenderBadConfiguration: a configuration the operator would refuse,
+// render refuses with the same words.
+func TestRenderBadConfiguration(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+	}{
+		{"TrainJobStatus gate without the webhook Secret", []string{"--config", "testdata/config/operator.yaml", "--feature-gates", "TrainJobStatus=true"}},
+		{"unknown plugin", []string{"--config", "testdata/config/unknown-plugin.yaml"}},
+		{"unknown feature gate", []string{"--feature-gates", "Teleport=true"}},
+		{"missing configuration file", []string{"--config", "testdata/config/none.yaml"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append(append([]string{"-f", "testdata/examples/trainjob-01-multi-node.yaml"}, tc.args...), runtimes...)
+			out, _, err := run(t, "", args...)
+			if err == nil {
+				t.Fatalf("render accepted a bad configuration; printed:\n%s", out)
+			}
+			if out != "" {
+				t.Errorf("printed objects despite the error:\n%s", out)
 			}
 			golden.Assert(t, "testdata/errors/"+strings.ReplaceAll(tc.name, " ", "-")+".golden.txt", []byte(err.Error()+"\n"))
 		})

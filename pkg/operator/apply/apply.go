@@ -24,9 +24,6 @@ package apply
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -39,7 +36,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
@@ -49,16 +45,12 @@ import (
 // operator writes.
 const FieldManager = "trainer"
 
-// TrainJobNameLabel is set on every ConfigMap and Secret the operator
-// writes for a TrainJob, with the TrainJob's name. The operator caches only
-// ConfigMaps and Secrets that carry it, rather than every one in the
-// cluster (kubeflow/trainer#3374).
-const TrainJobNameLabel = "trainer.kubeflow.org/trainjob-name"
-
-// AppliedHashAnnotation is set on every object the operator writes, with the
-// hash of what it wrote: an object that carries the hash of what the
-// operator would write now, and has not drifted, is not written again.
-const AppliedHashAnnotation = "trainer.kubeflow.org/applied-hash"
+// The label and the annotation of every object the operator writes, as
+// pipeline.AsApplied sets them.
+const (
+	TrainJobNameLabel     = pipeline.TrainJobNameLabel
+	AppliedHashAnnotation = pipeline.AppliedHashAnnotation
+)
 
 // Applier writes a TrainJob's children and its status.
 type Applier struct {
@@ -139,7 +131,7 @@ func (a *Applier) ownerLive(ctx context.Context, owner *trainer.TrainJob) error 
 // ensure makes obj exist as built; before creating it, it asks creating
 // whether it may (see ownerLive).
 func (a *Applier) ensure(ctx context.Context, owner *trainer.TrainJob, obj client.Object, mayExist bool, creating func() error) error {
-	built, gvk, err := builtObject(a.scheme, obj, owner.Name)
+	built, gvk, err := pipeline.AsApplied(a.scheme, obj, owner.Name)
 	if err != nil {
 		return &Error{Kind: fmt.Sprintf("%T", obj), Name: obj.GetName(), Err: err}
 	}
@@ -230,54 +222,7 @@ func asBuilt(current, built client.Object) bool {
 	return current.GetAnnotations()[AppliedHashAnnotation] == built.GetAnnotations()[AppliedHashAnnotation] && !drifted(current, built)
 }
 
-// builtObject is a copy of an object the Build phase returned, as the
-// operator writes it (see prepared), with, in AppliedHashAnnotation, the
-// hash of that copy: the annotation travels with the object, so that a
-// later reconcile can tell the object is already as built without writing
-// it again (a suspended TrainJob's JobSet is rebuilt at every reconcile).
-// The hash is of the typed object's JSON, which is deterministic.
-func builtObject(scheme *runtime.Scheme, obj client.Object, trainJobName string) (client.Object, schema.GroupVersionKind, error) {
-	built, gvk, err := prepared(scheme, obj, trainJobName)
-	if err != nil {
-		return nil, gvk, err
-	}
-	data, err := json.Marshal(built)
-	if err != nil {
-		return nil, gvk, err
-	}
-	sum := sha256.Sum256(data)
-	annotations := built.GetAnnotations()
-	if annotations == nil {
-		annotations = map[string]string{}
-	}
-	annotations[AppliedHashAnnotation] = hex.EncodeToString(sum[:16])
-	built.SetAnnotations(annotations)
-	return built, gvk, nil
-}
-
-// prepared is a copy of a built object as the operator writes it: with its
-// apiVersion and kind, without creationTimestamp, and for ConfigMaps and
-// Secrets with the label the operator's cache selects them by.
-func prepared(scheme *runtime.Scheme, obj client.Object, trainJobName string) (client.Object, schema.GroupVersionKind, error) {
-	gvk, err := apiutil.GVKForObject(obj, scheme)
-	if err != nil {
-		return nil, gvk, err
-	}
-	built := obj.DeepCopyObject().(client.Object)
-	built.GetObjectKind().SetGroupVersionKind(gvk)
-	built.SetCreationTimestamp(metav1.Time{})
-	if gvk.Group == "" && (gvk.Kind == "ConfigMap" || gvk.Kind == "Secret") {
-		labels := built.GetLabels()
-		if labels == nil {
-			labels = map[string]string{}
-		}
-		labels[TrainJobNameLabel] = trainJobName
-		built.SetLabels(labels)
-	}
-	return built, gvk, nil
-}
-
-// toApply converts a prepared object for server-side apply: without status
+// toApply converts an object as applied (pipeline.AsApplied) for server-side apply: without status
 // and creationTimestamp, which only the server sets.
 func toApply(built client.Object, gvk schema.GroupVersionKind) (*unstructured.Unstructured, error) {
 	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(built)

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/scheme"
 )
 
@@ -52,7 +53,7 @@ func TestCreator(t *testing.T) {
 	mapper.Add(corev1.SchemeGroupVersion.WithKind("ConfigMap"), meta.RESTScopeNamespace)
 	c := fake.NewClientBuilder().WithScheme(s).WithRESTMapper(mapper).Build()
 	cr := newCreator(c, &rest.Config{Host: srv.URL}, srv.Client(), s)
-	built, gvk, err := builtObject(s, &jobsetv1alpha2.JobSet{ObjectMeta: metav1.ObjectMeta{Name: "alpha", Namespace: "ns"}}, "alpha")
+	built, gvk, err := pipeline.AsApplied(s, &jobsetv1alpha2.JobSet{ObjectMeta: metav1.ObjectMeta{Name: "alpha", Namespace: "ns"}}, "alpha")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +80,7 @@ func TestCreator(t *testing.T) {
 	}
 
 	// A Kubernetes kind goes through the client (here the fake), not to the server.
-	cm, cmGVK, err := builtObject(s, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "alpha-mpi-hostfile", Namespace: "ns"}}, "alpha")
+	cm, cmGVK, err := pipeline.AsApplied(s, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "alpha-mpi-hostfile", Namespace: "ns"}}, "alpha")
 	if err != nil {
 		t.Fatal(err)
 	}

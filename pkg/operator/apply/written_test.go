@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/scheme"
 )
 
@@ -27,7 +28,7 @@ func TestWrittenOnlyCreates(t *testing.T) {
 		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", OwnerReferences: []metav1.OwnerReference{ref}},
 			Data: map[string]string{"hostfile": "a slots=1\n"}}
 	}
-	existing, _, err := builtObject(s, hostfile("alpha-existing"), "alpha")
+	existing, _, err := pipeline.AsApplied(s, hostfile("alpha-existing"), "alpha")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,15 +9,20 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/spf13/pflag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
+
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline/feature"
 )
 
 // The file's apiVersion and kind.
@@ -97,6 +102,12 @@ type Configuration struct {
 
 	// FeatureGates turns features on or off by name.
 	FeatureGates map[string]bool `json:"featureGates,omitempty"`
+
+	// Plugins enables, disables and orders the Pipeline Framework's
+	// plugins per extension point, as a kube-scheduler profile does
+	// (pipeline.PluginSet). By default every registered plugin runs at
+	// every point it implements, in the registry's order.
+	Plugins pipeline.Plugins `json:"plugins,omitzero"`
 }
 
 // LeaderElection configures the Lease that lets one replica reconcile.
@@ -353,6 +364,62 @@ func (c *Configuration) Validate() error {
 
 // Enabled tells whether a feature gate is on.
 func (c *Configuration) Enabled(gate string) bool { return c.FeatureGates[gate] }
+
+// Features are the gates the pipeline's registry reads.
+func (c *Configuration) Features() feature.Features {
+	return feature.Features{EnableTrainJobStatus: c.Enabled(FeatureTrainJobStatus)}
+}
+
+// OperatorInfo is what the plugins learn of the operator.
+func (c *Configuration) OperatorInfo() pipeline.OperatorInfo {
+	return pipeline.OperatorInfo{
+		Namespace:          c.Namespace,
+		WebhookServiceName: c.CertManagement.WebhookServiceName,
+		WebhookSecretName:  c.CertManagement.WebhookSecretName,
+		StatusServerPort:   ptr.Deref(c.StatusServer.Port, DefaultStatusServerPort),
+	}
+}
+
+// Flags are the flags that give a command the operator's configuration:
+// the operator's, and render's and describe-pipeline's, which build the
+// operator's pipeline.
+type Flags struct {
+	File         string
+	FeatureGates string
+}
+
+// AddFlags adds --config and --feature-gates to fs.
+func (f *Flags) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&f.File, "config", "", "The operator's configuration file ("+APIVersion+" "+Kind+", YAML)")
+	fs.StringVar(&f.FeatureGates, "feature-gates", "", "Feature gates, Name=true|false separated by commas; they override the file's featureGates")
+}
+
+// Load reads the file, if any, and lays the feature gates over it. The
+// configuration is neither defaulted nor validated: a command lays its
+// own flags over it first.
+func (f *Flags) Load() (*Configuration, error) {
+	cfg := &Configuration{}
+	if f.File != "" {
+		data, err := os.ReadFile(f.File)
+		if err != nil {
+			return nil, fmt.Errorf("read configuration: %w", err)
+		}
+		if cfg, err = Decode(data); err != nil {
+			return nil, fmt.Errorf("configuration %s: %w", f.File, err)
+		}
+	}
+	if f.FeatureGates != "" {
+		gates, err := ParseFeatureGates(f.FeatureGates)
+		if err != nil {
+			return nil, fmt.Errorf("--feature-gates: %w", err)
+		}
+		if cfg.FeatureGates == nil {
+			cfg.FeatureGates = map[string]bool{}
+		}
+		maps.Copy(cfg.FeatureGates, gates)
+	}
+	return cfg, nil
+}
 
 // ParseFeatureGates parses --feature-gates: "Name=true,Other=false".
 func ParseFeatureGates(s string) (map[string]bool, error) {

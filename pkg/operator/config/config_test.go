@@ -11,6 +11,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
 )
 
 func TestDefault(t *testing.T) {
@@ -138,5 +140,19 @@ func TestShippedConfiguration(t *testing.T) {
 	}
 	if cfg.Webhook.CertDir != "/tmp/k8s-webhook-server/serving-certs" || !*cfg.CertManagement.Enable {
 		t.Errorf("the Deployment's emptyDir at /tmp must hold the certificates the operator writes; got certDir %q", cfg.Webhook.CertDir)
+	}
+}
+
+func TestOperatorInfo(t *testing.T) {
+	cfg := &Configuration{Namespace: "ops"}
+	cfg.Default()
+	want := pipeline.OperatorInfo{
+		Namespace:          "ops",
+		WebhookServiceName: "kubectl-trainjob-webhook-service",
+		WebhookSecretName:  "kubectl-trainjob-webhook-cert",
+		StatusServerPort:   10443,
+	}
+	if diff := cmp.Diff(want, cfg.OperatorInfo()); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
 	}
 }

@@ -43,7 +43,7 @@ func newInterceptedReconciler(t *testing.T, funcs interceptor.Funcs, objs ...cli
 	s := scheme.New()
 	c := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).WithStatusSubresource(&trainer.TrainJob{}).
 		WithInterceptorFuncs(funcs).Build()
-	fw, err := pipeline.New(t.Context(), plugins.NewRegistry(), pipeline.Handle{Client: c})
+	fw, err := plugins.NewFramework(t.Context(), plugins.Config{}, pipeline.NewHandle(c, c.RESTMapper(), pipeline.OperatorInfo{}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ import (
 
 func newFramework(tb testing.TB) *pipeline.Framework {
 	tb.Helper()
-	fw, err := pipeline.New(context.Background(), plugins.NewRegistry(), pipeline.Handle{Offline: true})
+	fw, err := plugins.NewFramework(context.Background(), plugins.Config{}, pipeline.OfflineHandle(pipeline.OperatorInfo{}))
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -19,10 +20,10 @@ import (
 
 // Fixed reports whether the TrainJob runs and its PodGroup exists: the gang
 // of a running job is fixed, so the plugin then builds no PodGroup. A
-// suspended TrainJob's PodGroup is rebuilt; offline (c nil) none exists.
-// podGroup is an empty PodGroup of the plugin's type, read into.
-func Fixed(ctx context.Context, c client.Client, trainJob *trainer.TrainJob, podGroup client.Object) (bool, error) {
-	if c == nil || ptr.Deref(trainJob.Spec.Suspend, false) {
+// suspended TrainJob's PodGroup is rebuilt. podGroup is an empty PodGroup
+// of the plugin's type, read into.
+func Fixed(ctx context.Context, c client.Reader, trainJob *trainer.TrainJob, podGroup client.Object) (bool, error) {
+	if ptr.Deref(trainJob.Spec.Suspend, false) {
 		return false, nil
 	}
 	if err := c.Get(ctx, client.ObjectKeyFromObject(trainJob), podGroup); err != nil {
@@ -33,13 +34,11 @@ func Fixed(ctx context.Context, c client.Client, trainJob *trainer.TrainJob, pod
 
 // ReconcilerBuilders watch the PodGroups (of kind gvk, Go type of podGroup)
 // the TrainJobs own, and LimitRanges and RuntimeClasses, which change what
-// a suspended TrainJob's pods request. Offline (c nil) or without the
-// PodGroup CRD there is nothing to watch.
-func ReconcilerBuilders(c client.Client, log logr.Logger, gvk schema.GroupVersionKind, podGroup client.Object) []pipeline.ReconcilerBuilder {
-	if c == nil {
-		return nil
-	}
-	if _, err := c.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
+// a suspended TrainJob's pods request. Where the cluster does not serve
+// the PodGroup's kind (its CRD is missing, or offline) there is nothing to
+// watch.
+func ReconcilerBuilders(mapper meta.RESTMapper, log logr.Logger, gvk schema.GroupVersionKind, podGroup client.Object) []pipeline.ReconcilerBuilder {
+	if _, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
 		log.Error(err, "PodGroup CRDs must be installed in advance")
 		return nil
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/config"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/statusserver"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline/plugins"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline/plugins/trainjobstatus"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/integration/operator/internal/optest"
 )
@@ -174,19 +175,14 @@ func trainerToken(t *testing.T, ns, audienceNS, name string) string {
 }
 
 // caOfTrainers is the CA the TrainJobStatus plugin copies for the trainers
-// of tj: it builds the TrainJob's objects with the plugin registered as the
-// operator registers it, against the cluster, and returns the ConfigMap's
+// of tj: it builds the TrainJob's objects with the pipeline of the
+// replica's configuration, against the cluster, and returns the ConfigMap's
 // ca.crt.
 func caOfTrainers(t *testing.T, replica *optest.Operator, tj *trainer.TrainJob, rt *trainer.TrainingRuntime) []byte {
 	t.Helper()
 	cfg := replica.Config
-	registry := append(optest.Registry(), pipeline.RegistryEntry{Name: trainjobstatus.Name, Factory: trainjobstatus.New})
-	fw, err := pipeline.New(t.Context(), registry, pipeline.Handle{Client: env.Client, Operator: pipeline.OperatorInfo{
-		Namespace:          cfg.Namespace,
-		WebhookServiceName: cfg.CertManagement.WebhookServiceName,
-		WebhookSecretName:  cfg.CertManagement.WebhookSecretName,
-		StatusServerPort:   *cfg.StatusServer.Port,
-	}})
+	fw, err := plugins.NewFramework(t.Context(), plugins.Config{Features: cfg.Features(), OutOfTree: optest.OutOfTree(), Plugins: cfg.Plugins},
+		pipeline.NewHandle(env.Client, env.Client.RESTMapper(), cfg.OperatorInfo()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"context"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -24,8 +25,9 @@ const Name = "CoScheduling"
 
 // CoScheduling builds the TrainJob's scheduler-plugins PodGroup.
 type CoScheduling struct {
-	// client reads the cluster; nil offline, where nothing exists yet.
-	client client.Client
+	// client reads the cluster; mapper tells whether it serves PodGroups.
+	client client.Reader
+	mapper meta.RESTMapper
 	logger logr.Logger
 }
 
@@ -37,7 +39,7 @@ var (
 
 // New builds the CoScheduling plugin.
 func New(ctx context.Context, h pipeline.Handle) (pipeline.Plugin, error) {
-	return &CoScheduling{client: h.Client, logger: ctrl.LoggerFrom(ctx).WithValues("plugin", Name)}, nil
+	return &CoScheduling{client: h.Reader(), mapper: h.RESTMapper(), logger: ctrl.LoggerFrom(ctx).WithValues("plugin", Name)}, nil
 }
 
 // Name returns the plugin's name.
@@ -93,5 +95,5 @@ func (c *CoScheduling) Build(ctx context.Context, info *pipeline.RuntimeInfo, tr
 // and RuntimeClasses, which change what a suspended TrainJob's pods request.
 // Without the PodGroup CRD there is nothing to watch.
 func (c *CoScheduling) ReconcilerBuilders() []pipeline.ReconcilerBuilder {
-	return podgroup.ReconcilerBuilders(c.client, c.logger, schedv1alpha1.SchemeGroupVersion.WithKind("PodGroup"), &schedv1alpha1.PodGroup{})
+	return podgroup.ReconcilerBuilders(c.mapper, c.logger, schedv1alpha1.SchemeGroupVersion.WithKind("PodGroup"), &schedv1alpha1.PodGroup{})
 }

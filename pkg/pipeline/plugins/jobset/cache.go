@@ -1,6 +1,7 @@
 package jobset
 
 import (
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 )
 
@@ -12,7 +13,11 @@ import (
 // before the JobSet controller reports), for whether it runs (spec.suspend)
 // and at admission (the status); whether the JobSet is as built the
 // operator tells from the hash it applied with, in the metadata.
-func TrimForCache(js *jobsetv1alpha2.JobSet) {
+func (j *JobSet) TrimForCache(obj client.Object) {
+	js, ok := obj.(*jobsetv1alpha2.JobSet)
+	if !ok {
+		return
+	}
 	var jobs []jobsetv1alpha2.ReplicatedJob
 	if len(js.Spec.ReplicatedJobs) > 0 {
 		jobs = make([]jobsetv1alpha2.ReplicatedJob, len(js.Spec.ReplicatedJobs))

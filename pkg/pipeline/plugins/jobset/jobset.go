@@ -37,8 +37,8 @@ const Name = "JobSet"
 
 // JobSet turns the RuntimeInfo into the TrainJob's JobSet.
 type JobSet struct {
-	// client reads the cluster; nil offline, where nothing exists yet.
-	client client.Client
+	// client reads the cluster.
+	client client.Reader
 }
 
 var (
@@ -47,11 +47,12 @@ var (
 	_ pipeline.PreComponentBuilderPlugin = (*JobSet)(nil)
 	_ pipeline.ComponentBuilderPlugin    = (*JobSet)(nil)
 	_ pipeline.TrainJobStatusPlugin      = (*JobSet)(nil)
+	_ pipeline.CacheTrimPlugin           = (*JobSet)(nil)
 )
 
 // New builds the JobSet plugin.
 func New(_ context.Context, h pipeline.Handle) (pipeline.Plugin, error) {
-	return &JobSet{client: h.Client}, nil
+	return &JobSet{client: h.Reader()}, nil
 }
 
 // Name returns the plugin's name.
@@ -228,9 +229,6 @@ func setDefaults(spec *jobsetv1alpha2.JobSetSpec) {
 // jobSetRunning reports whether the TrainJob's JobSet exists and neither it
 // nor the TrainJob is suspended.
 func (j *JobSet) jobSetRunning(ctx context.Context, trainJob *trainer.TrainJob) (bool, error) {
-	if j.client == nil {
-		return false, nil
-	}
 	var js jobsetv1alpha2.JobSet
 	if err := pipeline.GetControlled(ctx, j.client, trainJob, client.ObjectKeyFromObject(trainJob), &js); err != nil {
 		return false, client.IgnoreNotFound(err)
@@ -318,9 +316,6 @@ func addAll(dst, src map[string]string) map[string]string {
 // controller reports them).
 func (j *JobSet) Status(ctx context.Context, trainJob *trainer.TrainJob) (*trainer.TrainJobStatus, error) {
 	status := trainJob.Status.DeepCopy()
-	if j.client == nil {
-		return status, nil
-	}
 	var js jobsetv1alpha2.JobSet
 	// Never the status of a JobSet the TrainJob does not control.
 	if err := pipeline.GetControlled(ctx, j.client, trainJob, client.ObjectKeyFromObject(trainJob), &js); err != nil {

@@ -44,7 +44,7 @@ type cluster struct {
 
 func (c cluster) plugin(t testing.TB) *JobSet {
 	t.Helper()
-	h := pipeline.Handle{Offline: c.offline}
+	h := pipeline.OfflineHandle(pipeline.OperatorInfo{})
 	if !c.offline {
 		b := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(c.objs...)
 		if c.getErr != nil {
@@ -57,7 +57,8 @@ func (c cluster) plugin(t testing.TB) *JobSet {
 				},
 			})
 		}
-		h.Client = b.Build()
+		cl := b.Build()
+		h = pipeline.NewHandle(cl, cl.RESTMapper(), pipeline.OperatorInfo{})
 	}
 	p, err := New(context.Background(), h)
 	if err != nil {
@@ -797,11 +798,6 @@ func TestStatus(t *testing.T) {
 		"missing JobSet of a running TrainJob is an error": {
 			status:  trainer.TrainJobStatus{Conditions: []metav1.Condition{suspended}},
 			wantErr: true,
-		},
-		"offline, the status is left as it is": {
-			status:  trainer.TrainJobStatus{Conditions: []metav1.Condition{suspended}},
-			cluster: cluster{offline: true},
-			want:    &trainer.TrainJobStatus{Conditions: []metav1.Condition{suspended}},
 		},
 	}
 	for name, tc := range cases {

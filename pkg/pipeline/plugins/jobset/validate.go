@@ -160,9 +160,6 @@ func (j *JobSet) validateRuntimePatchesUpdate(ctx context.Context, oldObj, newOb
 		return field.ErrorList{field.Forbidden(runtimePatchesPath,
 			"RuntimePatches can only be modified when the TrainJob is suspended before or after the update")}
 	}
-	if j.client == nil {
-		return nil
-	}
 	var js jobsetv1alpha2.JobSet
 	if err := pipeline.GetControlled(ctx, j.client, newObj, client.ObjectKeyFromObject(newObj), &js); err != nil {
 		if apierrors.IsNotFound(err) {

@@ -70,7 +70,7 @@ var reservedEnvs = [...]string{envHostfile, envKeepFQDNHostnames, envDefaultSlot
 
 // MPI implements the mlPolicy.mpi runtimes.
 type MPI struct {
-	client client.Client
+	client client.Reader
 	// generateKey makes the key pair of a new SSH auth Secret. It is a field
 	// so tests can fix the key: since Go 1.26 ecdsa.GenerateKey ignores the
 	// io.Reader it is given, so injecting a reader would not make it
@@ -88,7 +88,7 @@ var (
 // New builds the MPI plugin. h.Client may be nil (offline): Build then
 // assumes the SSH auth Secret does not exist yet.
 func New(_ context.Context, h pipeline.Handle) (pipeline.Plugin, error) {
-	return &MPI{client: h.Client, generateKey: generateP521Key}, nil
+	return &MPI{client: h.Reader(), generateKey: generateP521Key}, nil
 }
 
 // Name returns the plugin's name.
@@ -263,9 +263,6 @@ func (m *MPI) Build(ctx context.Context, info *pipeline.RuntimeInfo, trainJob *t
 // sshAuthSecretExists reads only the Secret's metadata: the key material is
 // not needed, and the watch above already caches Secrets as metadata.
 func (m *MPI) sshAuthSecretExists(ctx context.Context, trainJob *trainer.TrainJob) (bool, error) {
-	if m.client == nil {
-		return false, nil
-	}
 	meta := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"}}
 	key := client.ObjectKey{Namespace: trainJob.Namespace, Name: trainJob.Name + SSHAuthSecretSuffix}
 	switch err := pipeline.GetControlled(ctx, m.client, trainJob, key, meta); {

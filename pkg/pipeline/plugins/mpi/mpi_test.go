@@ -141,7 +141,11 @@ func fillEndpoints(info *pipeline.RuntimeInfo, tj *trainer.TrainJob) {
 
 func newMPI(t *testing.T, c client.Client) *MPI {
 	t.Helper()
-	p, err := New(context.Background(), pipeline.Handle{Client: c, Offline: c == nil})
+	h := pipeline.OfflineHandle(pipeline.OperatorInfo{})
+	if c != nil {
+		h = pipeline.NewHandle(c, c.RESTMapper(), pipeline.OperatorInfo{})
+	}
+	p, err := New(context.Background(), h)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -558,7 +562,7 @@ func TestBuildSkipsOtherRuntimes(t *testing.T) {
 func TestGeneratedSSHKey(t *testing.T) {
 	tj := trainJob(t, "")
 	info := pipelinetest.Info(t, tj, pipelinetest.Runtime(t, nodeTrainerRuntime("{mpi: {}}", "{}")))
-	p, err := New(context.Background(), pipeline.Handle{Offline: true})
+	p, err := New(context.Background(), pipeline.OfflineHandle(pipeline.OperatorInfo{}))
 	if err != nil {
 		t.Fatal(err)
 	}

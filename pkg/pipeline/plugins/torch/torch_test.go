@@ -85,7 +85,7 @@ func concat[T any](parts ...[]T) []T {
 func enforce(t testing.TB, rt *pipeline.Runtime, tj *trainer.TrainJob) (*pipeline.RuntimeInfo, error) {
 	t.Helper()
 	info := pipelinetest.Info(t, tj, rt)
-	p, err := New(context.Background(), pipeline.Handle{Offline: true})
+	p, err := New(context.Background(), pipeline.OfflineHandle(pipeline.OperatorInfo{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -425,7 +425,7 @@ var quantityEqual = cmp.Comparer(func(a, b resource.Quantity) bool { return a.Cm
 
 func validate(t testing.TB, rt *pipeline.Runtime, tj *trainer.TrainJob) field.ErrorList {
 	t.Helper()
-	p, err := New(context.Background(), pipeline.Handle{Offline: true})
+	p, err := New(context.Background(), pipeline.OfflineHandle(pipeline.OperatorInfo{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -577,7 +577,7 @@ func TestReservedEnvsAreSorted(t *testing.T) {
 }
 
 func TestName(t *testing.T) {
-	p, err := New(context.Background(), pipeline.Handle{})
+	p, err := New(context.Background(), pipeline.OfflineHandle(pipeline.OperatorInfo{}))
 	if err != nil || p.Name() != "Torch" {
 		t.Errorf("New() = %v, %v; want the Torch plugin", p, err)
 	}

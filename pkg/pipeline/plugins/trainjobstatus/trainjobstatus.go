@@ -3,13 +3,13 @@
 // operator's status server is and gives it what it needs to report there —
 // a ServiceAccount token for the TrainJob's own audience and the CA of the
 // server's certificate, which it copies from the webhook certificate Secret
-// into a ConfigMap next to the TrainJob. The operator registers it only when
-// the gate is on; it needs a cluster (the CA is read from there).
+// into a ConfigMap next to the TrainJob. The in-tree registry holds it only
+// when the gate is on. The CA is read from the cluster; offline (render),
+// from the webhook certificate Secret given with the input files.
 package trainjobstatus
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -56,7 +56,7 @@ func TokenAudience(namespace, name string) string {
 
 // TrainJobStatus wires trainer pods to the status server.
 type TrainJobStatus struct {
-	client   client.Client
+	client   client.Reader
 	operator pipeline.OperatorInfo
 }
 
@@ -67,11 +67,11 @@ var (
 
 // New builds the plugin from the operator's facts in h.
 func New(_ context.Context, h pipeline.Handle) (pipeline.Plugin, error) {
-	op := h.Operator
+	op := h.Operator()
 	if op.Namespace == "" || op.WebhookServiceName == "" || op.WebhookSecretName == "" || op.StatusServerPort <= 0 {
 		return nil, fmt.Errorf("needs the operator's namespace, webhook Service name, webhook Secret name and status server port; got %+v", op)
 	}
-	return &TrainJobStatus{client: h.Client, operator: op}, nil
+	return &TrainJobStatus{client: h.Reader(), operator: op}, nil
 }
 
 // Name returns the plugin's name.
@@ -135,13 +135,7 @@ func (p *TrainJobStatus) Build(ctx context.Context, info *pipeline.RuntimeInfo, 
 	}}, nil
 }
 
-// errOffline: the CA exists only in the cluster.
-var errOffline = errors.New("the status server's CA is read from the webhook certificate Secret, which needs a cluster")
-
 func (p *TrainJobStatus) caCert(ctx context.Context) ([]byte, error) {
-	if p.client == nil {
-		return nil, errOffline
-	}
 	key := client.ObjectKey{Namespace: p.operator.Namespace, Name: p.operator.WebhookSecretName}
 	var secret corev1.Secret
 	if err := p.client.Get(ctx, key, &secret); err != nil {

@@ -101,7 +101,11 @@ spec:
 
 func newPlugin(t *testing.T, c client.Client) *TrainJobStatus {
 	t.Helper()
-	p, err := New(context.Background(), pipeline.Handle{Client: c, Operator: operatorInfo})
+	h := pipeline.OfflineHandle(operatorInfo)
+	if c != nil {
+		h = pipeline.NewHandle(c, c.RESTMapper(), operatorInfo)
+	}
+	p, err := New(context.Background(), h)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +126,7 @@ func TestNewNeedsTheOperatorFacts(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			op := operatorInfo
 			tc.edit(&op)
-			if _, err := New(context.Background(), pipeline.Handle{Operator: op}); err == nil || !strings.Contains(err.Error(), "status server port") {
+			if _, err := New(context.Background(), pipeline.OfflineHandle(op)); err == nil || !strings.Contains(err.Error(), "status server port") {
 				t.Errorf("New = %v, want an error naming what the plugin needs", err)
 			}
 		})
@@ -252,9 +256,9 @@ func TestBuild(t *testing.T) {
 			wantErr: "webhook certificate Secret ops/trainjob-webhook-cert has no ca.crt yet",
 		},
 		{
-			name:    "offline",
+			name:    "offline, without the Secret in the input files",
 			runtime: runtime,
-			wantErr: "needs a cluster",
+			wantErr: `read the status server's CA from webhook certificate Secret ops/trainjob-webhook-cert: secrets "trainjob-webhook-cert" not found`,
 		},
 	}
 	for _, tc := range cases {

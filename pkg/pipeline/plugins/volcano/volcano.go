@@ -11,6 +11,7 @@ import (
 	"github.com/go-logr/logr"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -28,8 +29,9 @@ const Name = "Volcano"
 
 // Volcano builds the TrainJob's Volcano PodGroup.
 type Volcano struct {
-	// client reads the cluster; nil offline, where nothing exists yet.
-	client client.Client
+	// client reads the cluster; mapper tells whether it serves PodGroups.
+	client client.Reader
+	mapper meta.RESTMapper
 	logger logr.Logger
 }
 
@@ -42,7 +44,7 @@ var (
 
 // New builds the Volcano plugin.
 func New(ctx context.Context, h pipeline.Handle) (pipeline.Plugin, error) {
-	return &Volcano{client: h.Client, logger: ctrl.LoggerFrom(ctx).WithValues("plugin", Name)}, nil
+	return &Volcano{client: h.Reader(), mapper: h.RESTMapper(), logger: ctrl.LoggerFrom(ctx).WithValues("plugin", Name)}, nil
 }
 
 // Name returns the plugin's name.
@@ -73,7 +75,7 @@ func (v *Volcano) Validate(ctx context.Context, info *pipeline.RuntimeInfo, _, n
 	checked := map[string]bool{}
 	for _, rj := range info.Template.ReplicatedJobs {
 		name := rj.Template.Spec.Template.Spec.PriorityClassName
-		if name == "" || builtinPriorityClasses[name] || checked[name] || v.client == nil {
+		if name == "" || builtinPriorityClasses[name] || checked[name] {
 			continue
 		}
 		checked[name] = true
@@ -150,5 +152,5 @@ func (v *Volcano) Build(ctx context.Context, info *pipeline.RuntimeInfo, trainJo
 // and RuntimeClasses, which change what a suspended TrainJob's pods request.
 // Without the PodGroup CRD there is nothing to watch.
 func (v *Volcano) ReconcilerBuilders() []pipeline.ReconcilerBuilder {
-	return podgroup.ReconcilerBuilders(v.client, v.logger, volcanov1beta1.SchemeGroupVersion.WithKind("PodGroup"), &volcanov1beta1.PodGroup{})
+	return podgroup.ReconcilerBuilders(v.mapper, v.logger, volcanov1beta1.SchemeGroupVersion.WithKind("PodGroup"), &volcanov1beta1.PodGroup{})
 }

@@ -203,9 +203,12 @@ spec:
 			edit:    withPriority("", "", "high"),
 			want:    field.ErrorList{field.InternalError(pcPath, errors.New("connection refused"))},
 		},
-		"offline, priority classes are not checked": {
+		"offline, priority classes are those of the input files": {
 			runtime: gangRuntime,
-			cluster: cluster{Offline: true},
+			cluster: cluster{Offline: true, Objs: []client.Object{low}},
+			edit:    withPriority("low", "high", "high"),
+			want: field.ErrorList{field.Invalid(pcPath, "high",
+				`PriorityClass "high" doesn't exist: priorityclasses.scheduling.k8s.io "high" not found`)},
 		},
 		"runtime without volcano policy is not checked": {
 			runtime: plainRuntime,

@@ -42,7 +42,8 @@ func Scheme(t testing.TB, addPodGroup AddToScheme) *runtime.Scheme {
 	return s
 }
 
-// Cluster is what a test case finds in the API server.
+// Cluster is what a test case finds in the API server, or offline in the
+// input files.
 type Cluster struct {
 	Offline bool
 	Objs    []client.Object
@@ -59,11 +60,11 @@ type Gang struct {
 	APIVersion string
 }
 
-// Plugin builds the plugin, handing it a client of c (none offline) whose
-// scheme has the PodGroup's types.
+// Plugin builds the plugin, handing it a reader of c (offline, the offline
+// handle's, of c's objects) whose scheme has the PodGroup's types.
 func (g Gang) Plugin(t testing.TB, c Cluster) pipeline.Plugin {
 	t.Helper()
-	h := pipeline.Handle{Offline: c.Offline}
+	h := pipeline.OfflineHandle(pipeline.OperatorInfo{}, c.Objs...)
 	if !c.Offline {
 		b := fake.NewClientBuilder().WithScheme(Scheme(t, g.AddToScheme)).WithObjects(c.Objs...)
 		if c.GetErr != nil {
@@ -73,7 +74,8 @@ func (g Gang) Plugin(t testing.TB, c Cluster) pipeline.Plugin {
 				},
 			})
 		}
-		h.Client = b.Build()
+		c := b.Build()
+		h = pipeline.NewHandle(c, c.RESTMapper(), pipeline.OperatorInfo{})
 	}
 	p, err := g.New(context.Background(), h)
 	if err != nil {
@@ -88,17 +90,18 @@ func (g Gang) Plugin(t testing.TB, c Cluster) pipeline.Plugin {
 func (g Gang) CheckReconcilerBuilders(t *testing.T) {
 	// withMapper knows the REST mappings of the kinds in its scheme, as the
 	// API server knows those of the installed CRDs.
-	withMapper := func(add AddToScheme) client.Client {
+	withMapper := func(add AddToScheme) pipeline.Handle {
 		s := Scheme(t, add)
-		return fake.NewClientBuilder().WithScheme(s).WithRESTMapper(testrestmapper.TestOnlyStaticRESTMapper(s)).Build()
+		c := fake.NewClientBuilder().WithScheme(s).WithRESTMapper(testrestmapper.TestOnlyStaticRESTMapper(s)).Build()
+		return pipeline.NewHandle(c, c.RESTMapper(), pipeline.OperatorInfo{})
 	}
 	cases := map[string]struct {
 		handle pipeline.Handle
 		want   int
 	}{
-		"PodGroups, LimitRanges and RuntimeClasses are watched": {handle: pipeline.Handle{Client: withMapper(g.AddToScheme)}, want: 3},
-		"without the PodGroup CRD nothing is watched":           {handle: pipeline.Handle{Client: withMapper(nil)}},
-		"offline nothing is watched":                            {handle: pipeline.Handle{Offline: true}},
+		"PodGroups, LimitRanges and RuntimeClasses are watched": {handle: withMapper(g.AddToScheme), want: 3},
+		"without the PodGroup CRD nothing is watched":           {handle: withMapper(nil)},
+		"offline nothing is watched":                            {handle: pipeline.OfflineHandle(pipeline.OperatorInfo{})},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

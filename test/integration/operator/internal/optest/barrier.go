@@ -28,7 +28,7 @@ import (
 //     running and none ready in their queues. Every event handed to the
 //     controller before has then been reconciled to the end.
 
-// ProbeName is the name of the probe plugin that Registry adds after the
+// ProbeName is the name of the probe plugin that OutOfTree adds after the
 // project's plugins.
 const ProbeName = "test-build-probe"
 

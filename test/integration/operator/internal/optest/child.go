@@ -6,7 +6,6 @@ import (
 
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline/plugins"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/operator"
@@ -25,7 +24,7 @@ func RunChild() (int, bool) {
 		return 0, false
 	}
 	streams := genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}
-	root := plugin.NewRootCommand(cmdutil.NewFactory(), streams, operator.NewCommand(plugins.NewRegistry()))
+	root := plugin.NewRootCommand(cmdutil.NewFactory(), streams, operator.NewCommand(nil))
 	root.SetArgs(os.Args[1:])
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)

@@ -35,7 +35,6 @@ import (
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/config"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline/plugins"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/scheme"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 )
@@ -131,10 +130,10 @@ func setLogger(path string) error {
 	return err
 }
 
-// Registry is the plugin registry the operator runs with, and last the
-// probe that records what the Build phase ran on (Builds).
-func Registry() pipeline.Registry {
-	return append(plugins.NewRegistry(), pipeline.RegistryEntry{Name: ProbeName, Factory: newProbe})
+// OutOfTree are the plugins the operator runs with beyond the in-tree ones:
+// the probe that records what the Build phase ran on (Builds).
+func OutOfTree() pipeline.Registry {
+	return pipeline.Registry{{Name: ProbeName, Factory: newProbe}}
 }
 
 // NewConfig is the configuration of an in-process operator (see InProcess).
@@ -231,7 +230,7 @@ func StartOperator(ctx context.Context, restConfig *rest.Config, cfg *config.Con
 }
 
 func startOperator(ctx context.Context, restConfig *rest.Config, cfg *config.Configuration) (*Operator, error) {
-	op, err := operator.New(ctx, operator.Options{Config: cfg, RESTConfig: restConfig, Registry: Registry()})
+	op, err := operator.New(ctx, operator.Options{Config: cfg, RESTConfig: restConfig, OutOfTree: OutOfTree()})
 	if err != nil {
 		return nil, err
 	}
