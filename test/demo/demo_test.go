@@ -367,3 +367,21 @@ func TestREADMEShowsTryNext(t *testing.T) {
 		t.Errorf("README.md's try-next list differs from what the demo prints (-demo +README):\n%s", diff)
 	}
 }
+
+// TestModeLine: the demo's first line says which mode it runs in and, in process mode, why.
+func TestModeLine(t *testing.T) {
+	var out bytes.Buffer
+	err := options{process: true, out: &out}.realNode()
+	if want := "Mode: process — no real node here (-process was given): the operator runs as a process and every pod is simulated.\n"; err == nil || out.String() != want {
+		t.Errorf("with -process: %v, printed %q, want %q", err, out.String(), want)
+	}
+	out.Reset()
+	supported := cluster.RealNodeSupported()
+	err = options{out: &out}.realNode()
+	switch {
+	case supported == nil && (err != nil || !strings.HasPrefix(out.String(), "Mode: real node — ")):
+		t.Errorf("on a machine that runs the real node: %v, printed %q", err, out.String())
+	case supported != nil && (err == nil || !strings.Contains(out.String(), supported.Error())):
+		t.Errorf("on a machine that cannot run the real node (%v): %v, printed %q", supported, err, out.String())
+	}
+}

@@ -6,6 +6,10 @@
 // scripts and CI; it exits 1 unless the TrainJob is Complete. It gives up, saying so, unless the TrainJob is
 // Complete within -timeout of the start.
 //
+// Where the machine can run the local cluster's real node (Linux, root, containerd and runc), the operator runs
+// as its Deployment's pods from its image instead, and a CPU TrainJob trains for real next to the simulated
+// one (realnode.go); the first line says which mode it runs in.
+//
 // It is a development program: the shipped binary does not contain it.
 package main
 
@@ -110,10 +114,10 @@ func run(ctx context.Context, o options) (err error) {
 			namespace, trainJobName, o.timeout, what, logDir)
 	}
 
-	real := o.realNode()
+	onRealNode := o.realNode() == nil
 	clusterOpts := cluster.Options{Profile: cluster.ProfileFull, LogDir: logDir, PodRunDuration: podRunDuration}
 	what := "Starting the local cluster: kube-apiserver, etcd, kube-controller-manager, kube-scheduler, JobSet, KWOK with 4 GPU nodes × 8 nvidia.com/gpu and 2 CPU nodes"
-	if real == nil {
+	if onRealNode {
 		step.start("Building the images the real node runs, without Docker: the operator (" + o.binary + ") and the CPU trainer (" + cpuTrainerPackage + ")")
 		archives, err := buildImages(untilComplete, o.root, o.binary, filepath.Join(o.dir, "images"))
 		if err != nil {
@@ -146,7 +150,7 @@ func run(ctx context.Context, o options) (err error) {
 	}
 	step.done()
 
-	if real == nil {
+	if onRealNode {
 		step.start("Installing `kustomize build config/default` server-side with the image " + operatorImage + " (and the TrainJobStatus gate on): the operator runs as its Deployment's 2 pods on " + cluster.RealNodeName)
 		s, err = stack.UpAsDeployment(untilComplete, c, operatorImage, step.detail, "--feature-gates=TrainJobStatus=true")
 	} else {
@@ -186,9 +190,9 @@ func run(ctx context.Context, o options) (err error) {
 	}
 	step.done()
 
-	if real == nil {
+	if onRealNode {
 		args := cpuTrainJobArgs()
-		step.start("kubectl trainjob " + strings.Join(args, " ") + "   (3 real CPU ranks on " + cluster.RealNodeName + ", next to the simulated GPU job)")
+		step.start("kubectl trainjob " + strings.Join(args, " ") + fmt.Sprintf("   (%d real CPU ranks on %s, next to the simulated GPU job)", cpuRanks, cluster.RealNodeName))
 		if err := cli(append(args, "-n", namespace)...).Run(); err != nil {
 			return fmt.Errorf("kubectl trainjob create: %w", err)
 		}
@@ -206,7 +210,7 @@ func run(ctx context.Context, o options) (err error) {
 		return fmt.Errorf("TrainJob %s did not complete (kubectl trainjob status -w: %w); logs in %s", trainJobName, statusErr, logDir)
 	}
 	fmt.Fprintf(o.out, "\nTrainJob %s/%s is Complete, %v after `make demo` started.\n", namespace, trainJobName, time.Since(begin).Round(time.Second))
-	if real == nil {
+	if onRealNode {
 		step.start("kubectl trainjob wait " + cpuTrainJobName + " --for=Complete, then kubectl trainjob logs " + cpuTrainJobName + " --rank all: every rank prints the same losses")
 		if err := cli("wait", "-n", namespace, cpuTrainJobName, "--for=Complete").Run(); err != nil {
 			if ctx.Err() == nil && untilComplete.Err() != nil {
