@@ -73,8 +73,9 @@ func (r *realNodeSuite) restrictedNamespace(t *testing.T) {
 // failoverDeadline is how soon a TrainJob created right after the leader's pod is deleted must be built.
 const failoverDeadline = 20 * time.Second
 
-// leaderFailover deletes the pod that holds the leader Lease; a TrainJob created right after is built by the
-// other pod, which then holds the Lease, within failoverDeadline. The Deployment then rolls back to two pods.
+// leaderFailover deletes the pod that holds the leader Lease; a TrainJob created right after it has let go of
+// the Lease is built by the other pod, which then holds the Lease, within failoverDeadline of the deletion. The
+// Deployment then rolls back to two pods.
 func (r *realNodeSuite) leaderFailover(t *testing.T) {
 	ns := r.namespace(t)
 	pods, err := r.operatorPodList(t.Context())
@@ -104,12 +105,25 @@ func (r *realNodeSuite) leaderFailover(t *testing.T) {
 	}
 	deleted := time.Now()
 	t.Logf("deleted the leader's pod %s; %s stays", leader, survivor)
+	// The deleted pod leads until its manager has stopped, which then releases the Lease: a TrainJob created
+	// before that could be built by it.
+	ctx, cancel := context.WithDeadline(t.Context(), deleted.Add(failoverDeadline))
+	defer cancel()
+	var holder string
+	if err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		if err := r.cl.Get(ctx, client.ObjectKeyFromObject(&lease), &lease); err != nil {
+			return false, nil
+		}
+		holder, _, _ = strings.Cut(ptr.Deref(lease.Spec.HolderIdentity, ""), "_")
+		return holder != leader, nil
+	}); err != nil {
+		t.Fatalf("the deleted pod %s still held the Lease %v after its deletion: %v", leader, failoverDeadline, err)
+	}
+	t.Logf("the deleted pod let go of the Lease %v after its deletion (holder now %q)", time.Since(deleted).Round(100*time.Millisecond), holder)
 
 	// Suspended: the JobSet is built (suspended too) and nothing runs.
 	tj := torchTrainJob(ns, "after-failover", 1)
 	tj.Spec.Suspend = ptr.To(true)
-	ctx, cancel := context.WithDeadline(t.Context(), deleted.Add(failoverDeadline))
-	defer cancel()
 	var last error
 	// The webhook may still be called at the deleted pod's address until its endpoint is gone.
 	if err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
