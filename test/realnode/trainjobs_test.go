@@ -4,19 +4,23 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
@@ -213,11 +217,14 @@ func (r *realNodeSuite) mpiTrainJob(t *testing.T) {
 			},
 		},
 	}
+	// The JobSet completes with the launcher and then deletes the nodes' pods, as it would stop sshd: their
+	// logs are followed while they run.
+	followed := r.followLogs(t, ns)
 	if err := r.cl.Create(t.Context(), tj); err != nil {
 		t.Fatal(err)
 	}
 	r.waitComplete(t, tj)
-	logs := r.rankLogs(t, ns)
+	logs := followed()
 	sameLossesDown(t, logs, nodes, steps)
 	// The launcher reached the hosts by the names of the hostfile the MPI plugin wrote.
 	var hostfile corev1.ConfigMap
@@ -339,4 +346,66 @@ func (r *realNodeSuite) killedRank(t *testing.T) {
 	}
 	// Every rank's last run trained from the start to the end, together.
 	sameLossesDown(t, r.rankLogs(t, ns), nodes, steps)
+}
+
+// followLogs follows the log of every pod of ns from when it runs, until the pod's container ends, and returns
+// what waits for every log to end and returns them by pod name: a pod may be gone by then.
+func (r *realNodeSuite) followLogs(t *testing.T, ns string) func() map[string]string {
+	t.Helper()
+	var (
+		mu   sync.Mutex
+		logs = map[string]*bytes.Buffer{}
+		wg   sync.WaitGroup
+	)
+	ctx, stop := context.WithCancel(t.Context())
+	pods := r.c.Clientset().CoreV1().Pods(ns)
+	wg.Go(func() {
+		_ = wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+			list, err := pods.List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, nil
+			}
+			for _, p := range list.Items {
+				mu.Lock()
+				_, seen := logs[p.Name]
+				mu.Unlock()
+				if seen || p.Status.Phase == corev1.PodPending {
+					continue
+				}
+				stream, err := pods.GetLogs(p.Name, &corev1.PodLogOptions{Follow: true}).Stream(t.Context())
+				if err != nil {
+					continue // tried again at the next poll
+				}
+				buf := &bytes.Buffer{}
+				mu.Lock()
+				logs[p.Name] = buf
+				mu.Unlock()
+				wg.Go(func() {
+					defer stream.Close()
+					data, _ := io.ReadAll(stream)
+					mu.Lock()
+					buf.Write(data)
+					mu.Unlock()
+				})
+			}
+			return false, nil
+		})
+	})
+	return func() map[string]string {
+		stop()
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(waitTimeout):
+			t.Fatalf("the pods' logs of %s did not end within %v", ns, waitTimeout)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		out := map[string]string{}
+		for pod, buf := range logs {
+			out[pod] = buf.String()
+		}
+		return out
+	}
 }
