@@ -27,6 +27,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/stack"
 )
@@ -86,6 +89,9 @@ func main() {
 }
 
 func run(ctx context.Context, o options) (err error) {
+	// envtest logs its progress through controller-runtime, which prints a warning and a stack trace on the
+	// demo's output when no logger is set by then; the demo says its steps itself.
+	ctrllog.SetLogger(logr.Discard())
 	if o.root == "" {
 		if o.root, err = cluster.RepoRoot(); err != nil {
 			return err
