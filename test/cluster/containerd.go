@@ -172,7 +172,7 @@ func (d *Containerd) removeContainers(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 		for _, id := range strings.Fields(string(tasks)) {
-			if _, err := d.Ctr(ctx, "--namespace", ns, "tasks", "delete", "--force", id); err != nil && !gone(err) {
+			if _, err := d.Ctr(ctx, "--namespace", ns, "tasks", "delete", "--force", id); err != nil && !gone(err) && d.listed(ctx, ns, "tasks", id) {
 				errs = append(errs, err)
 			}
 		}
@@ -181,7 +181,7 @@ func (d *Containerd) removeContainers(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 		for _, id := range strings.Fields(string(containers)) {
-			if _, err := d.Ctr(ctx, "--namespace", ns, "containers", "delete", id); err != nil && !gone(err) {
+			if _, err := d.Ctr(ctx, "--namespace", ns, "containers", "delete", id); err != nil && !gone(err) && d.listed(ctx, ns, "containers", id) {
 				errs = append(errs, err)
 			}
 		}
@@ -192,6 +192,14 @@ func (d *Containerd) removeContainers(ctx context.Context) error {
 // gone tells whether ctr failed because the task or container was already gone: the kubelet may delete it
 // between the list and the delete.
 func gone(err error) bool { return strings.Contains(err.Error(), "not found") }
+
+// listed tells whether ctr still lists the task or container id of ns (kind "tasks" or "containers"), or
+// cannot tell: a delete that failed otherwise ("ttrpc: closed" when the task's shim exits with it under the
+// delete) failed only if it is still there.
+func (d *Containerd) listed(ctx context.Context, ns, kind, id string) bool {
+	out, err := d.Ctr(ctx, "--namespace", ns, kind, "list", "--quiet")
+	return err != nil || slices.Contains(strings.Fields(string(out)), id)
+}
 
 // inNetns returns the command line that runs name with args in the network namespace netns (a path), or
 // in this process's when netns is empty. nsenter enters only the network namespace and then execs, so the

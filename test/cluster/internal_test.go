@@ -48,6 +48,11 @@ func TestFakeNodes(t *testing.T) {
 			opts: Options{Profile: ProfileFull, GPUNodes: 1, CPUNodes: -1, GPUsPerNode: 4},
 			want: []node{{"gpu-node-0", "4", true}},
 		},
+		{
+			name: "with the real node, the CPU nodes are tainted as simulated",
+			opts: Options{Profile: ProfileFull, GPUNodes: 1, CPUNodes: 1, GPUsPerNode: 8, RealNode: true},
+			want: []node{{"gpu-node-0", "8", true}, {"cpu-node-0", "0", true}},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -17,7 +17,7 @@ import (
 
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/images"
-	"github.com/kubectl-trainjob/kubectl-trainjob/test/images/torchtrainer/sgd"
+	"github.com/kubectl-trainjob/kubectl-trainjob/test/images/sgd"
 )
 
 const (

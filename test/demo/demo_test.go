@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -15,9 +16,14 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
+	"github.com/kubectl-trainjob/kubectl-trainjob/test/images/sgd"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/stack"
 )
 
@@ -37,6 +43,11 @@ func TestNoWait(t *testing.T) {
 	out := &syncBuffer{}
 	err = run(t.Context(), options{noWait: true, timeout: demoTimeout, binary: binary, dir: dir, out: out,
 		then: func(ctx context.Context, env []string) error {
+			if cluster.RealNodeSupported() == nil {
+				if err := realPods(ctx, env); err != nil {
+					t.Error(err)
+				}
+			}
 			tryNext(t, ctx, binary, dir, env)
 			return nil
 		}})
@@ -50,6 +61,96 @@ func TestNoWait(t *testing.T) {
 	if !strings.Contains(out.String(), "\nTrainJob default/demo is Complete, ") {
 		t.Errorf("the demo's output does not say that the TrainJob is Complete")
 	}
+	if cluster.RealNodeSupported() != nil {
+		if !strings.HasPrefix(out.String(), "Mode: process — no real node here (") {
+			t.Errorf("the demo does not say that it runs in process mode, and why")
+		}
+		return
+	}
+	if !strings.Contains(out.String(), "Mode: real node — the operator runs as its Deployment's pods on "+cluster.RealNodeName) {
+		t.Errorf("the demo does not say that it runs on the real node")
+	}
+	if !strings.Contains(out.String(), "\nTrainJob default/"+cpuTrainJobName+" is Complete: it trained for real on ") {
+		t.Errorf("the demo does not say that its CPU TrainJob is Complete")
+	}
+	if err := sameLossesDown(out.String()); err != nil {
+		t.Error(err)
+	}
+}
+
+// rankStep is a `step N loss X` line of the CPU TrainJob as `logs --rank all` prints it.
+var rankStep = regexp.MustCompile(`(?m)^\[(` + cpuTrainJobName + `-node-0-\d-[^/\]]+)/node\] (step \d+ loss \S+)$`)
+
+// sameLossesDown checks that the demo's output shows the logs of the CPU TrainJob's ranks, each with every
+// step's loss, the same on every rank, and going down.
+func sameLossesDown(out string) error {
+	byPod := map[string][]string{}
+	for _, m := range rankStep.FindAllStringSubmatch(out, -1) {
+		byPod[m[1]] = append(byPod[m[1]], m[2])
+	}
+	if len(byPod) != cpuRanks {
+		return fmt.Errorf("the demo shows the steps of %d ranks of %s, want %d", len(byPod), cpuTrainJobName, cpuRanks)
+	}
+	var want []string
+	for pod, steps := range byPod {
+		if len(steps) != cpuSteps {
+			return fmt.Errorf("rank pod %s shows %d steps, want %d: %v", pod, len(steps), cpuSteps, steps)
+		}
+		if want == nil {
+			want = steps
+		} else if diff := cmp.Diff(want, steps); diff != "" {
+			return fmt.Errorf("rank pod %s's losses differ from another rank's (-other +%s):\n%s", pod, pod, diff)
+		}
+	}
+	first, _ := sgd.Loss(want[0])
+	last, _ := sgd.Loss(want[len(want)-1])
+	if !(last < first/10) {
+		return fmt.Errorf("the loss went from %v to %v, want it to fall tenfold", first, last)
+	}
+	return nil
+}
+
+// realPods checks, in the demo's cluster, that the operator and the CPU TrainJob ran as real pods: on the
+// real node, in containers of containerd.
+func realPods(ctx context.Context, env []string) error {
+	var kubeconfig string
+	for _, e := range env {
+		if v, ok := strings.CutPrefix(e, "KUBECONFIG="); ok {
+			kubeconfig = v
+		}
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, sel := range []struct{ namespace, labels string }{
+		{"kubectl-trainjob-system", "app.kubernetes.io/component=operator"},
+		{namespace, jobsetv1alpha2.JobSetNameKey + "=" + cpuTrainJobName},
+	} {
+		pods, err := cs.CoreV1().Pods(sel.namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.labels})
+		if err != nil {
+			return err
+		}
+		if len(pods.Items) == 0 {
+			errs = append(errs, fmt.Errorf("no pods %s in %s", sel.labels, sel.namespace))
+		}
+		for _, p := range pods.Items {
+			if p.Spec.NodeName != cluster.RealNodeName {
+				errs = append(errs, fmt.Errorf("pod %s/%s on %s, want %s", p.Namespace, p.Name, p.Spec.NodeName, cluster.RealNodeName))
+			}
+			for _, c := range p.Status.ContainerStatuses {
+				if !strings.HasPrefix(c.ContainerID, "containerd://") {
+					errs = append(errs, fmt.Errorf("pod %s/%s container %s has ID %q, want a containerd container", p.Namespace, p.Name, c.Name, c.ContainerID))
+				}
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // stageLine is a line `status -w` prints off a terminal for a change of stage (`16:23:26  +7s  Training
@@ -117,8 +218,9 @@ var tryNextChecks = map[string]func(stdout string) error{
 	"kubectl-trainjob status llama":              matches(`Stage: +Complete`, `llama-node-0-0-\S+ +node +0 +gpu-node-\d`, `llama-node-0-1-\S+ +node +1 +gpu-node-\d`),
 	"kubectl-trainjob create too-big --runtime torch-distributed --nodes 2 --gpus-per-node 16": contains(
 		"trainjob.trainer.kubeflow.org/too-big created"),
-	// The scheduler says why once it has tried: the command is run until it does.
-	"kubectl-trainjob status too-big": matches(`Stage: +Pending: 2 pods unschedulable: 0/6 nodes are available: 6 Insufficient nvidia\.com/gpu`),
+	// The scheduler says why once it has tried: the command is run until it does. With the real node, the
+	// simulated CPU nodes are refused for their taint before their GPUs are counted.
+	"kubectl-trainjob status too-big": matches(`Stage: +Pending: 2 pods unschedulable: 0/\d+ nodes are available: .*\d+ Insufficient nvidia\.com/gpu`),
 	"kubectl-trainjob delete too-big": contains(`trainjobs.trainer.kubeflow.org "too-big" deleted`),
 }
 
@@ -263,5 +365,23 @@ func TestContributingShowsTryNext(t *testing.T) {
 	}
 	if diff := cmp.Diff(strings.Join(lines[first:last+1], "\n")+"\n", shown); diff != "" {
 		t.Errorf("CONTRIBUTING.md's try-next list differs from what the demo prints (-demo +CONTRIBUTING.md):\n%s", diff)
+	}
+}
+
+// TestModeLine: the demo's first line says which mode it runs in and, in process mode, why.
+func TestModeLine(t *testing.T) {
+	var out bytes.Buffer
+	err := options{process: true, out: &out}.realNode()
+	if want := "Mode: process — no real node here (-process was given): the operator runs as a process and every pod is simulated.\n"; err == nil || out.String() != want {
+		t.Errorf("with -process: %v, printed %q, want %q", err, out.String(), want)
+	}
+	out.Reset()
+	supported := cluster.RealNodeSupported()
+	err = options{out: &out}.realNode()
+	switch {
+	case supported == nil && (err != nil || !strings.HasPrefix(out.String(), "Mode: real node — ")):
+		t.Errorf("on a machine that runs the real node: %v, printed %q", err, out.String())
+	case supported != nil && (err == nil || !strings.Contains(out.String(), supported.Error())):
+		t.Errorf("on a machine that cannot run the real node (%v): %v, printed %q", supported, err, out.String())
 	}
 }

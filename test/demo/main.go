@@ -6,6 +6,10 @@
 // scripts and CI; it exits 1 unless the TrainJob is Complete. It gives up, saying so, unless the TrainJob is
 // Complete within -timeout of the start.
 //
+// Where the machine can run the local cluster's real node (Linux, root, containerd and runc), the operator runs
+// as its Deployment's pods from its image instead, and a CPU TrainJob trains for real next to the simulated
+// one (realnode.go); the first line says which mode it runs in.
+//
 // It is a development program: the shipped binary does not contain it.
 package main
 
@@ -19,8 +23,12 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
+
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/stack"
@@ -54,6 +62,9 @@ type options struct {
 	// root is the repository.
 	root string
 
+	// process runs the operator as a process and every pod simulated even where the real node could run.
+	process bool
+
 	out io.Writer
 	// then, when set, runs once the TrainJob is Complete, before the cluster stops, with the environment
 	// that the commands printed under "try next" need (tests run them with it).
@@ -66,6 +77,7 @@ func main() {
 	flag.StringVar(&o.binary, "binary", "bin/kubectl-trainjob", "the kubectl-trainjob binary (`make build`)")
 	flag.StringVar(&o.dir, "dir", "bin/demo", "folder for the kubeconfig and logs/")
 	flag.DurationVar(&o.timeout, "timeout", defaultTimeout, "give up unless the TrainJob is Complete this long after the start")
+	flag.BoolVar(&o.process, "process", false, "run the operator as a process and every pod simulated, even where the real node could run")
 	flag.Parse()
 	o.out = os.Stdout
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -77,6 +89,9 @@ func main() {
 }
 
 func run(ctx context.Context, o options) (err error) {
+	// envtest logs its progress through controller-runtime, which prints a warning and a stack trace on the
+	// demo's output when no logger is set by then; the demo says its steps itself.
+	ctrllog.SetLogger(logr.Discard())
 	if o.root == "" {
 		if o.root, err = cluster.RepoRoot(); err != nil {
 			return err
@@ -105,8 +120,21 @@ func run(ctx context.Context, o options) (err error) {
 			namespace, trainJobName, o.timeout, what, logDir)
 	}
 
-	step.start("Starting the local cluster: kube-apiserver, etcd, kube-controller-manager, kube-scheduler, JobSet, KWOK with 4 GPU nodes × 8 nvidia.com/gpu and 2 CPU nodes")
-	c, err := cluster.Start(ctx, cluster.Options{Profile: cluster.ProfileFull, LogDir: logDir, PodRunDuration: podRunDuration})
+	onRealNode := o.realNode() == nil
+	clusterOpts := cluster.Options{Profile: cluster.ProfileFull, LogDir: logDir, PodRunDuration: podRunDuration}
+	what := "Starting the local cluster: kube-apiserver, etcd, kube-controller-manager, kube-scheduler, JobSet, KWOK with 4 GPU nodes × 8 nvidia.com/gpu and 2 CPU nodes"
+	if onRealNode {
+		step.start("Building the images the real node runs, without Docker: the operator (" + o.binary + ") and the CPU trainer (" + cpuTrainerPackage + ")")
+		archives, err := buildImages(untilComplete, o.root, o.binary, filepath.Join(o.dir, "images"))
+		if err != nil {
+			return err
+		}
+		step.done()
+		clusterOpts.RealNode, clusterOpts.RealNodeImages = true, archives
+		what += ", and the real node " + cluster.RealNodeName + " (kubelet, containerd, runc)"
+	}
+	step.start(what)
+	c, err := cluster.Start(ctx, clusterOpts)
 	if err != nil {
 		return err
 	}
@@ -128,8 +156,14 @@ func run(ctx context.Context, o options) (err error) {
 	}
 	step.done()
 
-	step.start("Installing `kustomize build config/default` server-side: CRDs, RBAC, webhooks, the shipped ClusterTrainingRuntimes; running the operator's Deployment as a process")
-	if s, err = stack.Up(untilComplete, c, stack.Options{Binary: o.binary, Dir: o.dir, LogDir: logDir, Logf: step.detail}); err != nil {
+	if onRealNode {
+		step.start("Installing `kustomize build config/default` server-side with the image " + operatorImage + " (and the TrainJobStatus gate on): the operator runs as its Deployment's 2 pods on " + cluster.RealNodeName)
+		s, err = stack.UpAsDeployment(untilComplete, c, operatorImage, step.detail, "--feature-gates=TrainJobStatus=true")
+	} else {
+		step.start("Installing `kustomize build config/default` server-side: CRDs, RBAC, webhooks, the shipped ClusterTrainingRuntimes; running the operator's Deployment as a process")
+		s, err = stack.Up(untilComplete, c, stack.Options{Binary: o.binary, Dir: o.dir, LogDir: logDir, Logf: step.detail})
+	}
+	if err != nil {
 		if ctx.Err() == nil && untilComplete.Err() != nil {
 			return errors.Join(late("installing and starting the operator"), err)
 		}
@@ -162,6 +196,15 @@ func run(ctx context.Context, o options) (err error) {
 	}
 	step.done()
 
+	if onRealNode {
+		args := cpuTrainJobArgs()
+		step.start("kubectl trainjob " + strings.Join(args, " ") + fmt.Sprintf("   (%d real CPU ranks on %s, next to the simulated GPU job)", cpuRanks, cluster.RealNodeName))
+		if err := cli(append(args, "-n", namespace)...).Run(); err != nil {
+			return fmt.Errorf("kubectl trainjob create: %w", err)
+		}
+		step.done()
+	}
+
 	step.start("kubectl trainjob status " + trainJobName + " -w")
 	statusErr := cli("status", "-n", namespace, trainJobName, "-w").Run()
 	switch {
@@ -173,6 +216,19 @@ func run(ctx context.Context, o options) (err error) {
 		return fmt.Errorf("TrainJob %s did not complete (kubectl trainjob status -w: %w); logs in %s", trainJobName, statusErr, logDir)
 	}
 	fmt.Fprintf(o.out, "\nTrainJob %s/%s is Complete, %v after `make demo` started.\n", namespace, trainJobName, time.Since(begin).Round(time.Second))
+	if onRealNode {
+		step.start("kubectl trainjob wait " + cpuTrainJobName + " --for=Complete, then kubectl trainjob logs " + cpuTrainJobName + " --rank all: every rank prints the same losses")
+		if err := cli("wait", "-n", namespace, cpuTrainJobName, "--for=Complete").Run(); err != nil {
+			if ctx.Err() == nil && untilComplete.Err() != nil {
+				return fmt.Errorf("TrainJob %s/%s was not Complete within %v of the start (-timeout); logs in %s", namespace, cpuTrainJobName, o.timeout, logDir)
+			}
+			return fmt.Errorf("TrainJob %s did not complete (kubectl trainjob wait: %w); logs in %s", cpuTrainJobName, err, logDir)
+		}
+		if err := cli("logs", "-n", namespace, cpuTrainJobName, "--rank", "all").Run(); err != nil {
+			return fmt.Errorf("kubectl trainjob logs: %w", err)
+		}
+		fmt.Fprintf(o.out, "\nTrainJob %s/%s is Complete: it trained for real on %s.\n", namespace, cpuTrainJobName, cluster.RealNodeName)
+	}
 	if o.then != nil {
 		if err := o.then(ctx, env); err != nil {
 			return err

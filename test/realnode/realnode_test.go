@@ -7,30 +7,30 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/images"
-	"github.com/kubectl-trainjob/kubectl-trainjob/test/images/torchtrainer/sgd"
+	"github.com/kubectl-trainjob/kubectl-trainjob/test/images/sgd"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/stack"
 )
 
 const (
-	operatorImage = "trainjob.local/kubectl-trainjob:realnode-test"
-	trainerImage  = "trainjob.local/torchtrainer:realnode-test"
+	operatorImage   = "trainjob.local/kubectl-trainjob:realnode-test"
+	upgradeImage    = "trainjob.local/kubectl-trainjob:realnode-upgrade"
+	trainerImage    = "trainjob.local/torchtrainer:realnode-test"
+	mpiTrainerImage = "trainjob.local/mpitrainer:realnode-test"
+	// operatorNamespace is config/default's.
+	operatorNamespace = "kubectl-trainjob-system"
 	// waitTimeout bounds every wait on the real node, where pods start in seconds.
 	waitTimeout = 3 * time.Minute
 )
@@ -52,21 +52,34 @@ func TestRealNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	operatorArchive := filepath.Join(dir, "operator.tar")
-	if err := images.WriteArchive(images.Operator(binary, operatorImage, "realnode-test", "realnode-test"), operatorArchive); err != nil {
-		t.Fatal(err)
+	var archives []string
+	// The same operator under two tags: `install --image` rolls the Deployment from one to the other.
+	for i, ref := range []string{operatorImage, upgradeImage} {
+		archive := filepath.Join(dir, fmt.Sprintf("operator-%d.tar", i))
+		if err := images.WriteArchive(images.Operator(binary, ref, "realnode-test", "realnode-test"), archive); err != nil {
+			t.Fatal(err)
+		}
+		archives = append(archives, archive)
 	}
-	trainerArchive, err := images.Program(t.Context(), root, "./test/images/torchtrainer", trainerImage, dir)
-	if err != nil {
-		t.Fatal(err)
+	for pkg, ref := range map[string]string{"./test/images/torchtrainer": trainerImage, "./test/images/mpitrainer": mpiTrainerImage} {
+		archive, err := images.Program(t.Context(), root, pkg, ref, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		archives = append(archives, archive)
 	}
 	// No simulated CPU nodes: the operator and the trainers, which ask for no GPU, must land on the real node.
 	c := cluster.StartForTest(t, cluster.Options{
 		Profile: cluster.ProfileFull, GPUNodes: 1, CPUNodes: -1,
-		RealNode: true, RealNodeImages: []string{operatorArchive, trainerArchive},
+		RealNode: true, RealNodeImages: archives,
 	})
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := c.WriteKubeconfig(kubeconfig); err != nil {
+		t.Fatal(err)
+	}
 	begin := time.Now()
-	s, err := stack.UpAsDeployment(t.Context(), c, operatorImage, t.Logf)
+	// The TrainJobStatus gate on, as a user's overlay would set it: the trainers report their progress.
+	s, err := stack.UpAsDeployment(t.Context(), c, operatorImage, t.Logf, "--feature-gates=TrainJobStatus=true")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,15 +89,29 @@ func TestRealNode(t *testing.T) {
 		}
 	})
 	t.Logf("operator Deployment rolled out in %v", time.Since(begin).Round(time.Millisecond))
-	r := &realNodeSuite{c: c, cl: s.Client}
+	r := &realNodeSuite{c: c, cl: s.Client, binary: binary, kubeconfig: kubeconfig}
 
-	t.Run("the operator runs as its Deployment's pods on the real node", r.operatorPods)
-	t.Run("a 3-node torch TrainJob trains for real to Complete", r.torchTrainJob)
+	r.run(t, "the operator runs as its Deployment's pods on the real node", r.operatorPods)
+	r.run(t, "the operator's namespace enforces the restricted Pod Security Standard", r.restrictedNamespace)
+	r.run(t, "a 3-node torch TrainJob trains for real to Complete and reports its progress", r.torchTrainJob)
+	r.run(t, "an MPI TrainJob on the deepspeed runtime reaches every host of its hostfile and trains to Complete", r.mpiTrainJob)
+	r.run(t, "a rank killed mid-run is replaced and the TrainJob still completes", r.killedRank)
+	r.run(t, "the other operator pod takes over when the leader's pod is deleted", r.leaderFailover)
+	r.run(t, "kubectl trainjob install --image rolls the real Deployment out", r.install)
 }
 
 type realNodeSuite struct {
-	c  *cluster.Cluster
-	cl client.Client
+	c          *cluster.Cluster
+	cl         client.Client
+	binary     string
+	kubeconfig string
+}
+
+// run runs a subtest and says how long it took (make test's closing note lists them).
+func (r *realNodeSuite) run(t *testing.T, name string, f func(*testing.T)) {
+	begin := time.Now()
+	t.Run(name, f)
+	t.Logf("%s: %v", name, time.Since(begin).Round(100*time.Millisecond))
 }
 
 func (r *realNodeSuite) eventually(t *testing.T, what string, cond func(ctx context.Context) (bool, error)) {
@@ -102,7 +129,7 @@ func (r *realNodeSuite) eventually(t *testing.T, what string, cond func(ctx cont
 
 func (r *realNodeSuite) operatorPods(t *testing.T) {
 	var pods corev1.PodList
-	if err := r.cl.List(t.Context(), &pods, client.InNamespace("kubectl-trainjob-system"), client.MatchingLabels{"app.kubernetes.io/component": "operator"}); err != nil {
+	if err := r.cl.List(t.Context(), &pods, client.InNamespace(operatorNamespace), client.MatchingLabels{"app.kubernetes.io/component": "operator"}); err != nil {
 		t.Fatal(err)
 	}
 	if len(pods.Items) == 0 {
@@ -135,56 +162,6 @@ func (r *realNodeSuite) namespace(t *testing.T) string {
 		return err == nil, err
 	})
 	return ns.Name
-}
-
-func (r *realNodeSuite) torchTrainJob(t *testing.T) {
-	ns := r.namespace(t)
-	const nodes, steps = 3, 8
-	tj := &trainer.TrainJob{
-		ObjectMeta: metav1.ObjectMeta{Name: "sgd", Namespace: ns},
-		Spec: trainer.TrainJobSpec{
-			RuntimeRef: trainer.RuntimeRef{Name: "torch-distributed"},
-			Trainer: &trainer.Trainer{
-				Image:    ptr.To(trainerImage),
-				Command:  []string{"/torchtrainer"},
-				NumNodes: ptr.To[int32](nodes),
-				Env:      []corev1.EnvVar{{Name: "TRAINER_STEPS", Value: strconv.Itoa(steps)}},
-			},
-		},
-	}
-	if err := r.cl.Create(t.Context(), tj); err != nil {
-		t.Fatal(err)
-	}
-	r.eventually(t, "TrainJob Complete", func(ctx context.Context) (bool, error) {
-		if err := r.cl.Get(ctx, client.ObjectKeyFromObject(tj), tj); err != nil {
-			return false, err
-		}
-		if c := meta.FindStatusCondition(tj.Status.Conditions, trainer.TrainJobFailed); c != nil && c.Status == metav1.ConditionTrue {
-			t.Fatalf("TrainJob Failed: %s\n%s", c.Message, r.rankLogs(t, ns))
-		}
-		c := meta.FindStatusCondition(tj.Status.Conditions, trainer.TrainJobComplete)
-		return c != nil && c.Status == metav1.ConditionTrue, fmt.Errorf("conditions %v", tj.Status.Conditions)
-	})
-	logs := r.rankLogs(t, ns)
-	if len(logs) != nodes {
-		t.Fatalf("%d trainer pods, want %d", len(logs), nodes)
-	}
-	var want string
-	for pod, log := range logs {
-		steps := sgd.StepLines(log)
-		if len(steps) != 8 {
-			t.Errorf("pod %s printed %d steps, want 8:\n%s", pod, len(steps), log)
-			continue
-		}
-		if want == "" {
-			want = strings.Join(steps, "\n")
-		} else if got := strings.Join(steps, "\n"); got != want {
-			t.Errorf("pod %s's losses differ from another rank's:\n%s\n---\n%s", pod, got, want)
-		}
-		if first, last := lossOf(t, steps[0]), lossOf(t, steps[len(steps)-1]); !(last < first) {
-			t.Errorf("pod %s: loss went from %v to %v, want it down", pod, first, last)
-		}
-	}
 }
 
 // rankLogs returns the log of every trainer pod in ns, by pod name.

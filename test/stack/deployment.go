@@ -30,8 +30,9 @@ const rolloutTimeout = 3 * time.Minute
 // server-side. The operator then runs as its Deployment's pods on the real node — probes by the kubelet,
 // webhooks reached through their Service, the certificate the operator writes into its Secret. image must be
 // one of the cluster's Options.RealNodeImages. It returns once the Deployment has rolled out and the webhooks
-// admit; Down has nothing to stop (the cluster's Stop removes the pods).
-func UpAsDeployment(ctx context.Context, c *cluster.Cluster, image string, logf func(string, ...any)) (*Stack, error) {
+// admit; Down has nothing to stop (the cluster's Stop removes the pods). args, when given, are added to the
+// operator's command line (say, --feature-gates=TrainJobStatus=true), as a user's overlay would patch them in.
+func UpAsDeployment(ctx context.Context, c *cluster.Cluster, image string, logf func(string, ...any), args ...string) (*Stack, error) {
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
@@ -43,11 +44,11 @@ func UpAsDeployment(ctx context.Context, c *cluster.Cluster, image string, logf 
 	if err != nil {
 		return nil, err
 	}
-	objs, err := buildManifestsWithImage(ctx, root, image)
+	objs, err := buildManifestsWithImage(ctx, root, image, args)
 	if err != nil {
 		return nil, err
 	}
-	logf("applying %d objects of `kustomize build` of config/default with image %s (server-side)", len(objs), image)
+	logf("applying %d objects of `kustomize build` of config/default with image %s %v (server-side)", len(objs), image, args)
 	if err := applyObjects(ctx, cl, objs); err != nil {
 		return nil, err
 	}
@@ -65,8 +66,9 @@ func UpAsDeployment(ctx context.Context, c *cluster.Cluster, image string, logf 
 }
 
 // buildManifestsWithImage is buildManifests of a kustomization in dir that takes config/default and sets the
-// operator's image, as `kustomize edit set image kubectl-trainjob=<image>` would in a user's overlay.
-func buildManifestsWithImage(ctx context.Context, root, image string) ([]*unstructured.Unstructured, error) {
+// operator's image, as `kustomize edit set image kubectl-trainjob=<image>` would in a user's overlay, and adds
+// args to its command line with a JSON patch.
+func buildManifestsWithImage(ctx context.Context, root, image string, args []string) ([]*unstructured.Unstructured, error) {
 	name, tag, ok := strings.Cut(image, ":")
 	if !ok || strings.Contains(tag, "/") {
 		return nil, fmt.Errorf("image %q: want name:tag", image)
@@ -93,6 +95,12 @@ images:
     newName: %s
     newTag: %q
 `, base, operatorImageName, name, tag)
+	if len(args) > 0 {
+		kustomization += "patches:\n  - target: {kind: Deployment}\n    patch: |-\n"
+		for _, a := range args {
+			kustomization += fmt.Sprintf("      - {op: add, path: /spec/template/spec/containers/0/args/-, value: %q}\n", a)
+		}
+	}
 	if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(kustomization), 0o644); err != nil {
 		return nil, err
 	}

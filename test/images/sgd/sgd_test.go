@@ -29,7 +29,7 @@ func runRanks(t *testing.T, world int, ranks []int, timeout time.Duration) ([]st
 	for i, rank := range ranks {
 		wg.Go(func() {
 			var out bytes.Buffer
-			errs[i] = Train(Config{World: world, Rank: rank, MasterAddr: "127.0.0.1", MasterPort: port, Steps: 10, Timeout: timeout}, &out)
+			errs[i] = RunTorch(Config{World: world, Rank: rank, MasterAddr: "127.0.0.1", MasterPort: port, Options: Options{Steps: 10, Timeout: timeout}}, &out)
 			outs[i] = out.String()
 		})
 	}
