@@ -8,7 +8,10 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -199,6 +202,71 @@ func TestSuspendPatch(t *testing.T) {
 			}
 			if s := ptr.Deref(got.Spec.Suspend, false); s != tt.wantSuspend {
 				t.Errorf("spec.suspend = %v, want %v", s, tt.wantSuspend)
+			}
+		})
+	}
+}
+
+// TestSuspendThroughWorkload: a TrainJob queued by Kueue is suspended and resumed through its Workload's
+// spec.active, which Kueue acts on; its spec.suspend, Kueue's, is left alone.
+func TestSuspendThroughWorkload(t *testing.T) {
+	gvk := schema.GroupVersionKind{Group: "kueue.x-k8s.io", Version: "v1beta2", Kind: "Workload"}
+	queued := trainJob("ns", "queued", map[string]string{QueueLabel: "gpu"})
+	queued.UID = "uid-queued"
+	workload := func(active *bool) *unstructured.Unstructured {
+		wl := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{}}}
+		if active != nil {
+			wl.Object["spec"] = map[string]any{"active": *active}
+		}
+		wl.SetGroupVersionKind(gvk)
+		wl.SetNamespace("ns")
+		wl.SetName("trainjob-queued-1a2b3")
+		wl.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: trainer.GroupVersion.String(), Kind: "TrainJob", Name: "queued",
+			UID: queued.UID, Controller: ptr.To(true)}})
+		return wl
+	}
+	tests := []struct {
+		name       string
+		suspend    bool
+		active     *bool
+		wantActive bool
+		out        string
+	}{
+		{name: "suspend", suspend: true, wantActive: false,
+			out: "trainjob.trainer.kubeflow.org/queued suspended through Kueue: workload.kueue.x-k8s.io/trainjob-queued-1a2b3 spec.active=false (Kueue suspends it)\n"},
+		{name: "resume", active: ptr.To(false), wantActive: true,
+			out: "trainjob.trainer.kubeflow.org/queued resumed through Kueue: workload.kueue.x-k8s.io/trainjob-queued-1a2b3 spec.active=true (it runs once Kueue admits it)\n"},
+		{name: "resume an active one", active: ptr.To(true), wantActive: true,
+			out: "trainjob.trainer.kubeflow.org/queued already resumed (Kueue's workload.kueue.x-k8s.io/trainjob-queued-1a2b3 has spec.active=true)\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mapper := meta.NewDefaultRESTMapper(nil)
+			mapper.Add(gvk, meta.RESTScopeNamespace)
+			mapper.Add(trainer.GroupVersion.WithKind("TrainJob"), meta.RESTScopeNamespace)
+			c := fake.NewClientBuilder().WithScheme(scheme.New()).WithRESTMapper(mapper).WithObjects(queued, workload(tt.active)).Build()
+			out := &bytes.Buffer{}
+			o := &SuspendOptions{Streams: genericiooptions.IOStreams{Out: out, ErrOut: &bytes.Buffer{}}, Suspend: tt.suspend, Namespace: "ns", Client: c}
+			if err := o.patch(context.Background(), "queued"); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.out, out.String()); diff != "" {
+				t.Errorf("stdout (-want +got):\n%s", diff)
+			}
+			got := &unstructured.Unstructured{}
+			got.SetGroupVersionKind(gvk)
+			if err := c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "trainjob-queued-1a2b3"}, got); err != nil {
+				t.Fatal(err)
+			}
+			if active, _, _ := unstructured.NestedBool(got.Object, "spec", "active"); active != tt.wantActive {
+				t.Errorf("spec.active = %v, want %v", active, tt.wantActive)
+			}
+			tj := &trainer.TrainJob{}
+			if err := c.Get(context.Background(), client.ObjectKeyFromObject(queued), tj); err != nil {
+				t.Fatal(err)
+			}
+			if tj.Spec.Suspend != nil {
+				t.Errorf("spec.suspend changed to %v; it is Kueue's", *tj.Spec.Suspend)
 			}
 		})
 	}

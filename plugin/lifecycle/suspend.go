@@ -39,7 +39,9 @@ func NewCmdSuspend(f cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
 		Short: "Suspend TrainJobs: their pods are deleted until they are resumed",
 		Long: `Suspend TrainJobs by setting spec.suspend to true (a merge patch). The controller suspends
 the JobSet, which deletes the pods; nothing else is lost, and resume starts the pods again.
-The active deadline does not run while suspended.`,
+The active deadline does not run while suspended. A TrainJob queued by Kueue (label
+kueue.x-k8s.io/queue-name) is suspended through its Kueue Workload (spec.active=false), as kueuectl
+does, since Kueue owns its spec.suspend.`,
 		Example: `  # Free the GPUs of a TrainJob for a while
   kubectl trainjob suspend llama-ft`,
 	})
@@ -52,7 +54,7 @@ func NewCmdResume(f cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
 		Short: "Resume suspended TrainJobs",
 		Long: `Resume TrainJobs by setting spec.suspend to false (a merge patch). The controller resumes the
 JobSet and its pods start again. A TrainJob queued by Kueue (label kueue.x-k8s.io/queue-name)
-is suspended and resumed by Kueue, which may suspend it again until it is admitted.`,
+is resumed through its Kueue Workload (spec.active=true), as kueuectl does: it runs once Kueue admits it.`,
 		Example: `  kubectl trainjob resume llama-ft`,
 	})
 }
@@ -96,6 +98,15 @@ func (o *SuspendOptions) patch(ctx context.Context, name string) error {
 	}
 	if st := stage.Of(tj); st.Terminal() {
 		return fmt.Errorf("%s %q is %s: a finished TrainJob cannot be %s", cmdutil.Resource, name, st, verb)
+	}
+	if _, queued := tj.Labels[QueueLabel]; queued {
+		wl, err := workloadOf(ctx, o.Client, tj)
+		if err != nil {
+			return err
+		}
+		if wl != nil {
+			return o.setWorkloadActive(ctx, tj, wl)
+		}
 	}
 	if ptr.Deref(tj.Spec.Suspend, false) == o.Suspend {
 		fmt.Fprintf(o.Streams.Out, "trainjob.trainer.kubeflow.org/%s already %s\n", name, verb)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -73,6 +74,10 @@ type Options struct {
 	// RealNodeImages are image archives (images.WriteArchive, `make image`) the real node has from the start:
 	// nothing is pulled, so every image a pod of the real node uses must be one of them.
 	RealNodeImages []string
+	// Kueue runs Kueue with its webhooks and the TrainJob and JobSet integrations, and creates the
+	// ResourceFlavor KueueResourceFlavor of the GPU nodes and the ClusterQueue KueueClusterQueue with
+	// KueueGPUQuota nvidia.com/gpu; CreateLocalQueue adds a LocalQueue to a namespace (README "Kueue").
+	Kueue bool
 }
 
 // Cluster is a running local cluster. Stop it when done.
@@ -94,12 +99,15 @@ type Cluster struct {
 	client     kubernetes.Interface
 	env        *envtest.Environment
 	webhooks   *envtest.WebhookInstallOptions
-	procs      []*process // started by this package, in start order
-	node       *realNode  // with Options.RealNode
-	components []string   // names of the log files, in start order
-	podLogsMu  sync.Mutex // serialises writes to the simulated pod log files
-	stopOnce   sync.Once
-	stopErr    error
+	// kueueWebhooks and kueueHealthPort are Kueue's, with Options.Kueue.
+	kueueWebhooks   *envtest.WebhookInstallOptions
+	kueueHealthPort int
+	procs           []*process // started by this package, in start order
+	node            *realNode  // with Options.RealNode
+	components      []string   // names of the log files, in start order
+	podLogsMu       sync.Mutex // serialises writes to the simulated pod log files
+	stopOnce        sync.Once
+	stopErr         error
 }
 
 // Start starts a cluster and returns once every component is ready: the CRDs are established, and in the full
@@ -208,8 +216,10 @@ func (c *Cluster) Stop() error {
 		for err := range errCh {
 			errs = append(errs, err)
 		}
-		if c.webhooks != nil {
-			errs = append(errs, c.webhooks.Cleanup())
+		for _, w := range []*envtest.WebhookInstallOptions{c.webhooks, c.kueueWebhooks} {
+			if w != nil {
+				errs = append(errs, w.Cleanup())
+			}
 		}
 		if c.env != nil {
 			errs = append(errs, c.env.Stop())
@@ -297,6 +307,12 @@ func (o Options) withDefaults() (Options, error) {
 		}
 		binaries = append(binaries, "kubelet", "kube-proxy", "pause", "cni/bridge", "cni/host-local", "cni/loopback")
 	}
+	if o.Kueue {
+		if o.Profile != ProfileFull {
+			return o, fmt.Errorf("Kueue needs the %s profile", ProfileFull)
+		}
+		binaries = append(binaries, "kueue", "kueue-manifests/webhooks.yaml", "kueue-manifests/crd")
+	}
 	for _, name := range binaries {
 		if _, err := os.Stat(filepath.Join(o.ToolsDir, name)); err != nil {
 			return o, fmt.Errorf("%s not found in %s: run `make tools` to build the local cluster's binaries (or set %s)", name, o.ToolsDir, ToolsEnv)
@@ -304,6 +320,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.CRDDirs == nil {
 		o.CRDDirs = []string{filepath.Join(root, "test", "crds"), filepath.Join(root, "config", "crd", "bases")}
+	}
+	if o.Kueue {
+		o.CRDDirs = append(slices.Clip(o.CRDDirs), filepath.Join(kueueManifests(o.ToolsDir), "crd"))
 	}
 	for _, dir := range o.CRDDirs {
 		if st, err := os.Stat(dir); err != nil || !st.IsDir() {

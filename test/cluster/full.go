@@ -128,22 +128,46 @@ leaderElection: {leaderElect: false}
 		return err
 	}
 
+	var kueue *process
+	var kueueAddr string
+	if c.opts.Kueue {
+		if kueue, kueueAddr, err = c.startKueue(ctx, configDir); err != nil {
+			return err
+		}
+	}
+
 	// The nodes go in while the components start; KWOK and node-lifecycle pick them up once ready.
 	if err := c.createNodes(ctx); err != nil {
 		return err
 	}
 
 	all := []*process{kcm, scheduler, kwok, jobset}
-	checks := []struct {
+	type check struct {
 		what string
 		cond func(context.Context) (bool, error)
-	}{
+	}
+	checks := []check{
 		{"kube-controller-manager /healthz", healthz("https", kcmPort)},
 		{"kube-scheduler /healthz", healthz("https", schedulerPort)},
 		{"kwok /healthz", healthz("http", kwokPort)},
 		{"JobSet webhook server at " + webhookAddr, func(ctx context.Context) (bool, error) { return tlsServing(ctx, webhookAddr) }},
 		{"JobSet webhooks to admit a JobSet", c.jobSetAdmitted},
 		{"nodes Ready and schedulable", c.nodesReady},
+	}
+	if kueue != nil {
+		all = append(all, kueue)
+		checks = append(checks,
+			check{"Kueue /readyz", func(ctx context.Context) (bool, error) {
+				return httpOK(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", c.kueueHealthPort))
+			}},
+			check{"Kueue webhook server at " + kueueAddr, func(ctx context.Context) (bool, error) { return tlsServing(ctx, kueueAddr) }},
+			// Created through Kueue's webhooks, so this also proves they answer.
+			check{"Kueue ResourceFlavor and ClusterQueue created", func(ctx context.Context) (bool, error) {
+				err := c.createKueueQueues(ctx)
+				return err == nil, err
+			}},
+			check{"ClusterQueue " + KueueClusterQueue + " Active", c.kueueQueueActive},
+		)
 	}
 	for _, check := range checks {
 		if err := waitUntil(ctx, componentStartTimeout, check.what, all, check.cond); err != nil {

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
@@ -76,20 +77,51 @@ func jobSetWebhooks() ([]*admissionv1.MutatingWebhookConfiguration, []*admission
 	if err != nil {
 		return nil, nil, err
 	}
+	mutating, validating, err := parseWebhooks(data, "JobSet")
+	if err != nil {
+		return nil, nil, err
+	}
 	onlyJobSetPods := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
 		{Key: jobSetNameLabel, Operator: metav1.LabelSelectorOpExists},
 	}}
 	isPodHook := func(rules []admissionv1.RuleWithOperations) bool {
 		for _, r := range rules {
-			for _, res := range r.Resources {
-				if res == "pods" {
-					return true
-				}
+			if slices.Contains(r.Resources, "pods") {
+				return true
 			}
 		}
 		return false
 	}
+	for _, wc := range mutating {
+		wc.Name = "jobset-" + wc.Name
+		for i := range wc.Webhooks {
+			if isPodHook(wc.Webhooks[i].Rules) {
+				wc.Webhooks[i].ObjectSelector = onlyJobSetPods
+			}
+		}
+	}
+	for _, wc := range validating {
+		wc.Name = "jobset-" + wc.Name
+		for i := range wc.Webhooks {
+			if isPodHook(wc.Webhooks[i].Rules) {
+				wc.Webhooks[i].ObjectSelector = onlyJobSetPods
+			}
+		}
+	}
+	return mutating, validating, nil
+}
 
+// readWebhooks reads the webhook configurations of a project (what names it in errors) from the file at path.
+func readWebhooks(path, what string) ([]*admissionv1.MutatingWebhookConfiguration, []*admissionv1.ValidatingWebhookConfiguration, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s webhook configurations (run `make tools`): %w", what, err)
+	}
+	return parseWebhooks(data, what)
+}
+
+// parseWebhooks parses the mutating and validating webhook configurations of a multi-document manifest.
+func parseWebhooks(data []byte, what string) ([]*admissionv1.MutatingWebhookConfiguration, []*admissionv1.ValidatingWebhookConfiguration, error) {
 	var mutating []*admissionv1.MutatingWebhookConfiguration
 	var validating []*admissionv1.ValidatingWebhookConfiguration
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
@@ -111,29 +143,17 @@ func jobSetWebhooks() ([]*admissionv1.MutatingWebhookConfiguration, []*admission
 			if err := yaml.UnmarshalStrict(doc, wc); err != nil {
 				return nil, nil, err
 			}
-			wc.Name = "jobset-" + wc.Name
-			for i := range wc.Webhooks {
-				if isPodHook(wc.Webhooks[i].Rules) {
-					wc.Webhooks[i].ObjectSelector = onlyJobSetPods
-				}
-			}
 			mutating = append(mutating, wc)
 		case "ValidatingWebhookConfiguration":
 			wc := &admissionv1.ValidatingWebhookConfiguration{}
 			if err := yaml.UnmarshalStrict(doc, wc); err != nil {
 				return nil, nil, err
 			}
-			wc.Name = "jobset-" + wc.Name
-			for i := range wc.Webhooks {
-				if isPodHook(wc.Webhooks[i].Rules) {
-					wc.Webhooks[i].ObjectSelector = onlyJobSetPods
-				}
-			}
 			validating = append(validating, wc)
 		case "":
 			// an empty document
 		default:
-			return nil, nil, fmt.Errorf("unexpected %s in the JobSet webhook manifests", meta.Kind)
+			return nil, nil, fmt.Errorf("unexpected %s in the %s webhook manifests", meta.Kind, what)
 		}
 	}
 	return mutating, validating, nil

@@ -23,6 +23,7 @@ CONTROLLER_TOOLS_VERSION=v0.23.0
 KUSTOMIZE_VERSION=v5.8.1
 KREW_VERSION=v0.4.3
 CNI_PLUGINS_VERSION=v1.10.0
+KUEUE_VERSION=v0.17.0
 
 kube_ldflags() {
 	local v=$KUBE_VERSION minor
@@ -66,6 +67,20 @@ build_cni() {
 	ln -sfn "$dir" "$links/cni"
 }
 
+# kueue_manifests VERSION: Kueue's CRDs and webhook configurations, copied from its module next to its binary
+# (linked as <links>/kueue-manifests), so the cluster installs exactly what that version serves.
+kueue_manifests() {
+	local dir="$cache/kueue/$1/manifests" src
+	if [[ ! -f "$dir/webhooks.yaml" ]]; then
+		src=$(cd "$here/kueue" && GOFLAGS=-mod=mod go list -m -f '{{.Dir}}' sigs.k8s.io/kueue)
+		rm -rf "$dir.tmp" && mkdir -p "$dir.tmp/crd"
+		cp "$src"/config/components/crd/bases/*.yaml "$dir.tmp/crd/"
+		cp "$src/config/components/webhook/manifests.yaml" "$dir.tmp/webhooks.yaml"
+		chmod -R u+w "$dir.tmp" && rm -rf "$dir" && mv "$dir.tmp" "$dir"
+	fi
+	ln -sfn "$dir" "$links/kueue-manifests"
+}
+
 # node_packages: the real node runs Debian's containerd and runc, and kube-proxy drives iptables. They are
 # installed here, at build time, on Linux as root; elsewhere the real node is off and says why.
 node_packages() {
@@ -104,6 +119,9 @@ sel pause && build pause "src-$(cat "$repo/test/images/pause/main.go" | sha256su
 sel node-packages && node_packages
 sel jobset && build jobset "$JOBSET_VERSION" controllers sigs.k8s.io/jobset
 sel kwok && build kwok "$KWOK_VERSION" controllers sigs.k8s.io/kwok/cmd/kwok
+# Kueue has its own module: it pins k8s.io v0.35 and Kubeflow Trainer's Go code (its TrainJob PodSets come from it).
+sel kueue && build kueue "$KUEUE_VERSION" kueue sigs.k8s.io/kueue/cmd/kueue "-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=$KUEUE_VERSION" &&
+	kueue_manifests "$KUEUE_VERSION"
 sel krew && build krew "$KREW_VERSION" krew sigs.k8s.io/krew/cmd/krew
 sel validate-krew-manifest && build validate-krew-manifest "$KREW_VERSION" krew sigs.k8s.io/krew/cmd/validate-krew-manifest
 exit 0

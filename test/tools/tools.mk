@@ -7,13 +7,16 @@ TOOLS_BIN ?= $(CURDIR)/bin/tools
 DEV_CLUSTER_DIR ?= $(CURDIR)/bin/dev-cluster
 # DEV_CLUSTER_FLAGS passes options to it, e.g. DEV_CLUSTER_FLAGS="-gpu-nodes=8 -pod-run-duration=1m".
 DEV_CLUSTER_FLAGS ?=
+# KUEUE=1 adds Kueue to the dev cluster: its webhooks, the TrainJob and JobSet integrations, a ResourceFlavor for the
+# GPU nodes and a ClusterQueue with 16 nvidia.com/gpu (docs/kueue.md).
+KUEUE ?=
 
 ##@ Local cluster
 .PHONY: tools dev-cluster
 
-tools: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kubelet, kube-proxy, CNI plugins, JobSet, KWOK, controller-gen, kustomize, krew (cached by version); install containerd, runc, iptables (Linux, root).
+tools: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kubelet, kube-proxy, CNI plugins, JobSet, KWOK, Kueue, controller-gen, kustomize, krew (cached by version); install containerd, runc, iptables (Linux, root).
 	TOOLS_BIN=$(TOOLS_BIN) $(CURDIR)/test/tools/build.sh
 
 dev-cluster: tools ## Run the full local cluster in the foreground (Ctrl-C stops it); prints the export KUBECONFIG line.
 	go build -o $(DEV_CLUSTER_DIR)/dev-cluster ./test/cluster/cmd/dev-cluster
-	TRAINJOB_TOOLS_BIN=$(TOOLS_BIN) $(DEV_CLUSTER_DIR)/dev-cluster -dir=$(DEV_CLUSTER_DIR) $(DEV_CLUSTER_FLAGS)
+	TRAINJOB_TOOLS_BIN=$(TOOLS_BIN) $(DEV_CLUSTER_DIR)/dev-cluster -dir=$(DEV_CLUSTER_DIR) $(if $(KUEUE),-kueue) $(DEV_CLUSTER_FLAGS)

@@ -36,6 +36,8 @@ func run() error {
 	crds := flag.String("crds", "", "comma-separated CRD folders to install (default: test/crds and config/crd/bases)")
 	realNode := flag.String("real-node", "auto", "run the real node "+cluster.RealNodeName+" (kubelet, containerd, runc): auto (where the machine can), true or false")
 	images := flag.String("images", "", "comma-separated image archives the real node has from the start (e.g. bin/image/kubectl-trainjob.tar)")
+	flag.BoolVar(&opts.Kueue, "kueue", false, "run Kueue (TrainJob and JobSet integrations) with a ResourceFlavor "+cluster.KueueResourceFlavor+
+		" and a ClusterQueue "+cluster.KueueClusterQueue+" of 16 nvidia.com/gpu; `make dev-cluster KUEUE=1`")
 	flag.Parse()
 	switch *realNode {
 	case "auto":
@@ -83,6 +85,13 @@ func run() error {
 	}
 	fmt.Printf("local cluster up in %v (GPU nodes: %d × %d nvidia.com/gpu, CPU nodes: %d, %s; logs in %s)\n",
 		time.Since(begin).Round(100*time.Millisecond), max(opts.GPUNodes, 0), opts.GPUsPerNode, max(opts.CPUNodes, 0), real, opts.LogDir)
+	if opts.Kueue {
+		if err := c.CreateLocalQueue(ctx, "default"); err != nil {
+			return errors.Join(err, c.Stop())
+		}
+		fmt.Printf("Kueue: LocalQueue default/%s feeds ClusterQueue %s (%d nvidia.com/gpu); create TrainJobs with --queue %s\n",
+			cluster.KueueLocalQueue, cluster.KueueClusterQueue, cluster.KueueGPUQuota, cluster.KueueLocalQueue)
+	}
 	fmt.Printf("export KUBECONFIG=%s\n", kubeconfig)
 	fmt.Println("Ctrl-C stops it.")
 

@@ -1,0 +1,237 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// The queueing objects of a cluster started with Options.Kueue: one ResourceFlavor for the GPU nodes and one
+// ClusterQueue over it; CreateLocalQueue adds the LocalQueue KueueLocalQueue to a namespace.
+const (
+	KueueResourceFlavor = "gpu-node"
+	KueueClusterQueue   = "gpu-cq"
+	KueueLocalQueue     = "gpu"
+	// KueueGPUQuota is the ClusterQueue's nominal quota of nvidia.com/gpu.
+	KueueGPUQuota = 16
+	// kueueNamespace is where Kueue keeps its own objects (MultiKueue's kubeconfig Secrets, for one).
+	kueueNamespace = "kueue-system"
+)
+
+// KueueGroupVersion is the Kueue API the cluster's objects are written in.
+var KueueGroupVersion = schema.GroupVersion{Group: "kueue.x-k8s.io", Version: "v1beta2"}
+
+// kueueManifests is the folder of Kueue's CRDs (crd/) and webhook configurations (webhooks.yaml), which
+// `make tools` copies from Kueue's module next to its binary.
+func kueueManifests(toolsDir string) string { return filepath.Join(toolsDir, "kueue-manifests") }
+
+// kueueWebhookGroups are the API groups whose Kueue webhooks the cluster installs: Kueue's own objects and
+// the two integrations it enables. The others (pods, Deployments, batch Jobs, …) would intercept objects of
+// frameworks that are off here.
+var kueueWebhookGroups = []string{"kueue.x-k8s.io", "trainer.kubeflow.org", "jobset.x-k8s.io"}
+
+// startKueue installs Kueue's webhook configurations, pointing at a local port with a fresh CA, and starts Kueue
+// with the TrainJob and JobSet integrations. It returns the process and the webhook server's address.
+func (c *Cluster) startKueue(ctx context.Context, configDir string) (*process, string, error) {
+	if _, err := c.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: kueueNamespace}},
+		metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, "", err
+	}
+	mutating, validating, err := readWebhooks(filepath.Join(kueueManifests(c.opts.ToolsDir), "webhooks.yaml"), "Kueue")
+	if err != nil {
+		return nil, "", err
+	}
+	c.kueueWebhooks = &envtest.WebhookInstallOptions{LocalServingHost: "127.0.0.1"}
+	for _, wc := range mutating {
+		wc.Name = "kueue-" + wc.Name
+		wc.Webhooks = slices.DeleteFunc(wc.Webhooks, func(w admissionv1.MutatingWebhook) bool { return !inGroups(w.Rules, kueueWebhookGroups) })
+		c.kueueWebhooks.MutatingWebhooks = append(c.kueueWebhooks.MutatingWebhooks, wc)
+	}
+	for _, wc := range validating {
+		wc.Name = "kueue-" + wc.Name
+		wc.Webhooks = slices.DeleteFunc(wc.Webhooks, func(w admissionv1.ValidatingWebhook) bool { return !inGroups(w.Rules, kueueWebhookGroups) })
+		c.kueueWebhooks.ValidatingWebhooks = append(c.kueueWebhooks.ValidatingWebhooks, wc)
+	}
+	if err := c.kueueWebhooks.PrepWithoutInstalling(); err != nil {
+		return nil, "", fmt.Errorf("Kueue webhooks: %w", err)
+	}
+	if err := c.kueueWebhooks.Install(c.Config); err != nil {
+		return nil, "", fmt.Errorf("install Kueue webhooks: %w", err)
+	}
+	healthPort, err := freePort()
+	if err != nil {
+		return nil, "", err
+	}
+	c.kueueHealthPort = healthPort
+
+	configPath := filepath.Join(configDir, "kueue.yaml")
+	// The visibility API is off: it is an aggregated API server, which the API server reaches only through a
+	// Service, and no Service routes to loopback here.
+	config := fmt.Appendf(nil, `apiVersion: config.kueue.x-k8s.io/v1beta2
+kind: Configuration
+namespace: %s
+leaderElection: {leaderElect: false}
+internalCertManagement: {enable: false}
+webhook: {host: 127.0.0.1, port: %d, certDir: %q}
+metrics: {bindAddress: "0"}
+health: {healthProbeBindAddress: "127.0.0.1:%d"}
+clientConnection: {qps: 200, burst: 400}
+featureGates: {VisibilityOnDemand: false}
+integrations:
+  frameworks: ["trainer.kubeflow.org/trainjob", "jobset.x-k8s.io/jobset"]
+`, kueueNamespace, c.kueueWebhooks.LocalServingPort, c.kueueWebhooks.LocalServingCertDir, healthPort)
+	if err := os.WriteFile(configPath, config, 0o644); err != nil {
+		return nil, "", err
+	}
+	binary, args, err := kueueCommand(filepath.Join(c.opts.ToolsDir, "kueue"), c.kueueWebhooks.LocalServingCertDir,
+		"--config="+configPath, "--zap-log-level=2")
+	if err != nil {
+		return nil, "", err
+	}
+	p, err := c.startProcess("kueue", binary, args, []string{"KUBECONFIG=" + c.KubeconfigPath})
+	if err != nil {
+		return nil, "", err
+	}
+	return p, net.JoinHostPort("127.0.0.1", strconv.Itoa(c.kueueWebhooks.LocalServingPort)), nil
+}
+
+// kueueCommand returns how to run Kueue. Without its internal certificate management Kueue reads its metrics
+// serving certificate from the fixed folder /etc/kueue/metrics/certs and exits when it is missing (even with
+// metrics off), so it runs in a mount namespace of its own whose /etc holds just that folder, linked to certDir;
+// the machine's /etc is left alone.
+func kueueCommand(kueue, certDir string, args ...string) (string, []string, error) {
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		return "", nil, fmt.Errorf("unshare (util-linux) is needed to give Kueue its metrics certificate folder: %w", err)
+	}
+	ns := []string{"--mount", "--propagation=private"}
+	if os.Geteuid() != 0 {
+		ns = append([]string{"--user", "--map-root-user"}, ns...)
+	}
+	script := `mount -t tmpfs kueue-etc /etc && mkdir -p /etc/kueue/metrics && ln -s "$1" /etc/kueue/metrics/certs && shift && exec "$@"`
+	return unshare, slices.Concat(ns, []string{"--", "sh", "-c", script, "kueue", certDir, kueue}, args), nil
+}
+
+// inGroups reports whether every rule of a webhook is about one of groups.
+func inGroups(rules []admissionv1.RuleWithOperations, groups []string) bool {
+	for _, r := range rules {
+		for _, g := range r.APIGroups {
+			if !slices.Contains(groups, g) {
+				return false
+			}
+		}
+	}
+	return len(rules) > 0
+}
+
+func (c *Cluster) kueueGVR(resource string) schema.GroupVersionResource {
+	return KueueGroupVersion.WithResource(resource)
+}
+
+// kueueObject returns a Kueue object of kind with name, namespace and spec.
+func kueueObject(kind, namespace, name string, spec map[string]any) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
+	u.SetAPIVersion(KueueGroupVersion.String())
+	u.SetKind(kind)
+	u.SetNamespace(namespace)
+	u.SetName(name)
+	return u
+}
+
+// createKueueQueues creates the ResourceFlavor of the GPU nodes and the ClusterQueue over it. The flavor's node
+// labels and toleration are the GPU nodes', so Kueue's admission writes them into each TrainJob's runtime
+// patch. Higher-priority workloads preempt lower-priority ones within the ClusterQueue.
+func (c *Cluster) createKueueQueues(ctx context.Context) error {
+	client, err := dynamic.NewForConfig(c.Config)
+	if err != nil {
+		return err
+	}
+	flavor := kueueObject("ResourceFlavor", "", KueueResourceFlavor, map[string]any{
+		"nodeLabels": map[string]any{GPUPresentLabel: "true"},
+		"tolerations": []any{map[string]any{
+			"key": GPUTaintKey, "operator": "Equal", "value": "present", "effect": "NoSchedule",
+		}},
+	})
+	// Every resource a pod of a shipped runtime may request is covered; GPUs are what the quota is about.
+	cpu := strconv.Itoa(max(c.opts.GPUNodes, 0) * 96)
+	memory := strconv.Itoa(max(c.opts.GPUNodes, 0)) + "Ti"
+	queue := kueueObject("ClusterQueue", "", KueueClusterQueue, map[string]any{
+		"namespaceSelector": map[string]any{},
+		"preemption":        map[string]any{"withinClusterQueue": "LowerPriority"},
+		"resourceGroups": []any{map[string]any{
+			"coveredResources": []any{"cpu", "memory", string(GPUResource)},
+			"flavors": []any{map[string]any{
+				"name": KueueResourceFlavor,
+				"resources": []any{
+					map[string]any{"name": "cpu", "nominalQuota": cpu},
+					map[string]any{"name": "memory", "nominalQuota": memory},
+					map[string]any{"name": string(GPUResource), "nominalQuota": strconv.Itoa(KueueGPUQuota)},
+				},
+			}},
+		}},
+	})
+	for _, o := range []struct {
+		resource string
+		obj      *unstructured.Unstructured
+	}{{"resourceflavors", flavor}, {"clusterqueues", queue}} {
+		if _, err := client.Resource(c.kueueGVR(o.resource)).Create(ctx, o.obj, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create %s %s: %w", o.obj.GetKind(), o.obj.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// kueueQueueActive reports whether the ClusterQueue is Active: Kueue has seen it and its flavor.
+func (c *Cluster) kueueQueueActive(ctx context.Context) (bool, error) {
+	client, err := dynamic.NewForConfig(c.Config)
+	if err != nil {
+		return false, err
+	}
+	cq, err := client.Resource(c.kueueGVR("clusterqueues")).Get(ctx, KueueClusterQueue, metav1.GetOptions{})
+	if err != nil {
+		return false, err
+	}
+	conds, _, _ := unstructured.NestedSlice(cq.Object, "status", "conditions")
+	for _, cond := range conds {
+		m, _ := cond.(map[string]any)
+		if m["type"] == "Active" {
+			if m["status"] == "True" {
+				return true, nil
+			}
+			return false, fmt.Errorf("ClusterQueue %s is not active: %v: %v", KueueClusterQueue, m["reason"], m["message"])
+		}
+	}
+	return false, fmt.Errorf("ClusterQueue %s has no Active condition yet", KueueClusterQueue)
+}
+
+// CreateLocalQueue creates the LocalQueue KueueLocalQueue in namespace, feeding the cluster's ClusterQueue.
+// It needs a cluster started with Options.Kueue.
+func (c *Cluster) CreateLocalQueue(ctx context.Context, namespace string) error {
+	if !c.opts.Kueue {
+		return errors.New("the cluster runs no Kueue (Options.Kueue)")
+	}
+	client, err := dynamic.NewForConfig(c.Config)
+	if err != nil {
+		return err
+	}
+	lq := kueueObject("LocalQueue", namespace, KueueLocalQueue, map[string]any{"clusterQueue": KueueClusterQueue})
+	if _, err := client.Resource(c.kueueGVR("localqueues")).Namespace(namespace).Create(ctx, lq, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create LocalQueue %s/%s: %w", namespace, KueueLocalQueue, err)
+	}
+	return nil
+}

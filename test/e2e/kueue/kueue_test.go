@@ -1,0 +1,409 @@
+package kueue
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
+)
+
+const (
+	queueLabel         = "kueue.x-k8s.io/queue-name"
+	priorityClassLabel = "kueue.x-k8s.io/priority-class"
+	kueueManager       = "kueue.x-k8s.io/manager"
+	// waitTimeout bounds every wait: generous, since the machine is shared.
+	waitTimeout = 3 * time.Minute
+)
+
+// TestQueueing: two TrainJobs of 2 × 8 GPUs in a ClusterQueue of 16 GPUs. The first is admitted and runs, the
+// second waits, suspended, with the reason in its Workload; deleting the first admits the second; a
+// higher-priority TrainJob preempts it (suspended again, its pods gone, Kueue's patch cleared), and once that
+// one is gone the preempted TrainJob is admitted again and its JobSet rebuilt with Kueue's patch.
+func TestQueueing(t *testing.T) {
+	ns := newNamespace(t)
+	high := kueueObject("WorkloadPriorityClass", "", "e2e-high", nil)
+	high.Object["value"] = int64(1000)
+	if err := suite.client.Create(t.Context(), high); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+
+	first := gpuTrainJob(ns, "first", "")
+	second := gpuTrainJob(ns, "second", "")
+	urgent := gpuTrainJob(ns, "urgent", high.GetName())
+
+	t.Run("the first is admitted and runs", func(t *testing.T) {
+		create(t, first)
+		if !ptr.Deref(first.Spec.Suspend, false) || kueuePatch(first) == nil {
+			t.Errorf("Kueue's webhook did not suspend the TrainJob and add its runtime patch: suspend %v, patches %+v",
+				ptr.Deref(first.Spec.Suspend, false), first.Spec.RuntimePatches)
+		}
+		waitRunning(t, first)
+	})
+
+	t.Run("the second waits for GPUs, suspended, and its Workload says why", func(t *testing.T) {
+		create(t, second)
+		var msg string
+		eventually(t, "the second's Workload not admitted for lack of GPUs", func(ctx context.Context) error {
+			wl, err := workloadOf(ctx, second)
+			if err != nil {
+				return err
+			}
+			c := condition(wl, "QuotaReserved")
+			msg, _ = c["message"].(string)
+			if c["status"] != "False" || !strings.Contains(msg, string(cluster.GPUResource)) {
+				return fmt.Errorf("QuotaReserved %v", c)
+			}
+			return nil
+		})
+		t.Logf("why the second waits: %s", msg)
+		tj := get(t, second)
+		if !ptr.Deref(tj.Spec.Suspend, false) {
+			t.Errorf("the second TrainJob is not suspended")
+		}
+		eventually(t, "the second's JobSet suspended and the TrainJob's Suspended condition", func(ctx context.Context) error {
+			tj := &trainer.TrainJob{}
+			if err := suite.client.Get(ctx, client.ObjectKeyFromObject(second), tj); err != nil {
+				return err
+			}
+			if c := findCondition(tj.Status.Conditions, trainer.TrainJobSuspended); c == nil || c.Status != metav1.ConditionTrue {
+				return fmt.Errorf("Suspended condition %+v", c)
+			}
+			js := &jobsetv1alpha2.JobSet{}
+			if err := suite.client.Get(ctx, client.ObjectKeyFromObject(second), js); err != nil {
+				return err
+			}
+			if !ptr.Deref(js.Spec.Suspend, false) {
+				return errors.New("the JobSet is not suspended")
+			}
+			return nil
+		})
+		if n := len(pods(t, second)); n != 0 {
+			t.Errorf("the waiting TrainJob has %d pods", n)
+		}
+	})
+
+	t.Run("deleting the first admits the second", func(t *testing.T) {
+		if err := suite.client.Delete(t.Context(), first, client.PropagationPolicy(metav1.DeletePropagationForeground)); err != nil {
+			t.Fatal(err)
+		}
+		waitRunning(t, second)
+	})
+
+	t.Run("a higher-priority TrainJob preempts the second", func(t *testing.T) {
+		create(t, urgent)
+		eventually(t, "the second preempted: suspended, no pods, Kueue's patch cleared", func(ctx context.Context) error {
+			wl, err := workloadOf(ctx, second)
+			if err != nil {
+				return err
+			}
+			if c := condition(wl, "Evicted"); c["status"] != "True" || c["reason"] != "Preempted" {
+				return fmt.Errorf("Evicted condition %v", c)
+			}
+			tj := &trainer.TrainJob{}
+			if err := suite.client.Get(ctx, client.ObjectKeyFromObject(second), tj); err != nil {
+				return err
+			}
+			if !ptr.Deref(tj.Spec.Suspend, false) {
+				return errors.New("not suspended")
+			}
+			if p := kueuePatch(tj); p == nil || p.TrainingRuntimeSpec == nil || p.TrainingRuntimeSpec.Template == nil ||
+				p.TrainingRuntimeSpec.Template.Spec == nil || len(p.TrainingRuntimeSpec.Template.Spec.ReplicatedJobs) != 0 {
+				return fmt.Errorf("Kueue's runtime patch not cleared: %+v", p)
+			}
+			var list corev1.PodList
+			if err := suite.client.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{jobsetv1alpha2.JobSetNameKey: second.Name}); err != nil {
+				return err
+			}
+			if len(list.Items) != 0 {
+				return fmt.Errorf("%d pods left", len(list.Items))
+			}
+			return nil
+		})
+		waitRunning(t, urgent)
+	})
+
+	t.Run("the preempted TrainJob runs again once the urgent one is gone", func(t *testing.T) {
+		if err := suite.client.Delete(t.Context(), urgent, client.PropagationPolicy(metav1.DeletePropagationForeground)); err != nil {
+			t.Fatal(err)
+		}
+		waitRunning(t, second)
+	})
+
+	t.Run("kubectl trainjob suspend and resume act on the Workload", func(t *testing.T) {
+		out := cli(t, "suspend", second.Name, "-n", ns)
+		if !strings.Contains(out, "suspended through Kueue") {
+			t.Errorf("suspend printed %q, want it to say it went through Kueue", out)
+		}
+		eventually(t, "the Workload inactive, the TrainJob suspended by Kueue and its pods gone", func(ctx context.Context) error {
+			wl, err := workloadOf(ctx, second)
+			if err != nil {
+				return err
+			}
+			if active, _, _ := unstructured.NestedBool(wl.Object, "spec", "active"); active {
+				return errors.New("Workload spec.active is true")
+			}
+			tj := &trainer.TrainJob{}
+			if err := suite.client.Get(ctx, client.ObjectKeyFromObject(second), tj); err != nil {
+				return err
+			}
+			if !ptr.Deref(tj.Spec.Suspend, false) {
+				return errors.New("not suspended")
+			}
+			var list corev1.PodList
+			if err := suite.client.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{jobsetv1alpha2.JobSetNameKey: second.Name}); err != nil {
+				return err
+			}
+			if len(list.Items) != 0 {
+				return fmt.Errorf("%d pods left", len(list.Items))
+			}
+			return nil
+		})
+		out = cli(t, "resume", second.Name, "-n", ns)
+		if !strings.Contains(out, "resumed through Kueue") {
+			t.Errorf("resume printed %q, want it to say it went through Kueue", out)
+		}
+		waitRunning(t, second)
+	})
+}
+
+// cli runs `kubectl trainjob args...` as the cluster's administrator and returns its standard output.
+func cli(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), suite.binary, append(args, "--kubeconfig", suite.cluster.KubeconfigPath)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("kubectl trainjob %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr.String())
+	}
+	return string(out)
+}
+
+// gpuTrainJob is a TrainJob of 2 nodes × 8 GPUs on the shipped torch-distributed runtime in the namespace's
+// LocalQueue, whose pods run until they are deleted. Neither node selector nor toleration: Kueue's admission
+// brings the ResourceFlavor's.
+func gpuTrainJob(ns, name, priorityClass string) *trainer.TrainJob {
+	gpus := corev1.ResourceList{cluster.GPUResource: resource.MustParse("8")}
+	tj := &trainer.TrainJob{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{queueLabel: cluster.KueueLocalQueue}},
+		Spec: trainer.TrainJobSpec{
+			RuntimeRef: trainer.RuntimeRef{Name: "torch-distributed"},
+			Trainer: &trainer.Trainer{
+				NumNodes:         ptr.To[int32](2),
+				Command:          []string{"torchrun", "/workspace/train.py"},
+				ResourcesPerNode: &corev1.ResourceRequirements{Limits: gpus},
+				Env:              []corev1.EnvVar{{Name: "SIM_RUN_SECONDS", Value: "3600"}},
+			},
+		},
+	}
+	if priorityClass != "" {
+		tj.Labels[priorityClassLabel] = priorityClass
+	}
+	return tj
+}
+
+// waitRunning waits until tj's Workload is admitted, tj is resumed, and its two pods run on GPU nodes with
+// the node selector of Kueue's patch.
+func waitRunning(t *testing.T, tj *trainer.TrainJob) {
+	t.Helper()
+	eventually(t, tj.Name+" admitted and its pods Running on GPU nodes", func(ctx context.Context) error {
+		wl, err := workloadOf(ctx, tj)
+		if err != nil {
+			return err
+		}
+		if c := condition(wl, "Admitted"); c["status"] != "True" {
+			return fmt.Errorf("Workload Admitted %v", c)
+		}
+		got := &trainer.TrainJob{}
+		if err := suite.client.Get(ctx, client.ObjectKeyFromObject(tj), got); err != nil {
+			return err
+		}
+		if ptr.Deref(got.Spec.Suspend, false) {
+			return errors.New("the TrainJob is still suspended")
+		}
+		var list corev1.PodList
+		if err := suite.client.List(ctx, &list, client.InNamespace(tj.Namespace), client.MatchingLabels{jobsetv1alpha2.JobSetNameKey: tj.Name}); err != nil {
+			return err
+		}
+		running := 0
+		for _, p := range list.Items {
+			if p.DeletionTimestamp != nil {
+				continue
+			}
+			if p.Spec.NodeSelector[cluster.GPUPresentLabel] != "true" {
+				return fmt.Errorf("pod %s has nodeSelector %v, without the flavor's %s", p.Name, p.Spec.NodeSelector, cluster.GPUPresentLabel)
+			}
+			if p.Status.Phase == corev1.PodRunning && strings.HasPrefix(p.Spec.NodeName, "gpu-node-") {
+				running++
+			}
+		}
+		if running != 2 {
+			return fmt.Errorf("%d of %d pods Running on GPU nodes, want 2", running, len(list.Items))
+		}
+		return nil
+	})
+}
+
+func create(t *testing.T, tj *trainer.TrainJob) {
+	t.Helper()
+	if err := suite.client.Create(t.Context(), tj); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func get(t *testing.T, tj *trainer.TrainJob) *trainer.TrainJob {
+	t.Helper()
+	got := &trainer.TrainJob{}
+	if err := suite.client.Get(t.Context(), client.ObjectKeyFromObject(tj), got); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+func pods(t *testing.T, tj *trainer.TrainJob) []corev1.Pod {
+	t.Helper()
+	var list corev1.PodList
+	if err := suite.client.List(t.Context(), &list, client.InNamespace(tj.Namespace), client.MatchingLabels{jobsetv1alpha2.JobSetNameKey: tj.Name}); err != nil {
+		t.Fatal(err)
+	}
+	return list.Items
+}
+
+// kueuePatch returns the runtime patch of Kueue's manager, or nil.
+func kueuePatch(tj *trainer.TrainJob) *trainer.RuntimePatch {
+	for i := range tj.Spec.RuntimePatches {
+		if tj.Spec.RuntimePatches[i].Manager == kueueManager {
+			return &tj.Spec.RuntimePatches[i]
+		}
+	}
+	return nil
+}
+
+func findCondition(conds []metav1.Condition, typ string) *metav1.Condition {
+	for i := range conds {
+		if conds[i].Type == typ {
+			return &conds[i]
+		}
+	}
+	return nil
+}
+
+// workloadOf returns the Workload Kueue made for tj (the one it controls), or an error while there is none.
+func workloadOf(ctx context.Context, tj *trainer.TrainJob) (*unstructured.Unstructured, error) {
+	var list unstructured.UnstructuredList
+	list.SetGroupVersionKind(cluster.KueueGroupVersion.WithKind("WorkloadList"))
+	if err := suite.client.List(ctx, &list, client.InNamespace(tj.Namespace)); err != nil {
+		return nil, err
+	}
+	got := &trainer.TrainJob{}
+	if err := suite.client.Get(ctx, client.ObjectKeyFromObject(tj), got); err != nil {
+		return nil, err
+	}
+	for i := range list.Items {
+		for _, ref := range list.Items[i].GetOwnerReferences() {
+			if ref.Kind == "TrainJob" && ref.UID == got.UID && ptr.Deref(ref.Controller, false) {
+				return &list.Items[i], nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("no Workload for TrainJob %s/%s yet", tj.Namespace, tj.Name)
+}
+
+// condition returns the status condition of type typ of a Kueue object, or nil.
+func condition(u *unstructured.Unstructured, typ string) map[string]any {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, ok := c.(map[string]any); ok && m["type"] == typ {
+			return m
+		}
+	}
+	return nil
+}
+
+func kueueObject(kind, ns, name string, spec map[string]any) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{}}
+	if spec != nil {
+		u.Object["spec"] = spec
+	}
+	u.SetAPIVersion(cluster.KueueGroupVersion.String())
+	u.SetKind(kind)
+	u.SetNamespace(ns)
+	u.SetName(name)
+	return u
+}
+
+// newNamespace creates a namespace for one test with the cluster's LocalQueue in it; it is deleted when the
+// test ends.
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	prefix := "kueue-" + strings.Trim(regexp.MustCompile(`[^a-z0-9]+`).ReplaceAllString(strings.ToLower(t.Name()), "-"), "-")
+	if len(prefix) > 40 {
+		prefix = prefix[:40]
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: strings.TrimRight(prefix, "-") + "-"}}
+	if err := suite.client.Create(t.Context(), ns); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			diagnose(t, ns.Name)
+		}
+		if err := suite.client.Delete(context.Background(), ns); client.IgnoreNotFound(err) != nil {
+			t.Errorf("delete namespace %s: %v", ns.Name, err)
+		}
+	})
+	if err := suite.cluster.CreateLocalQueue(t.Context(), ns.Name); err != nil {
+		t.Fatal(err)
+	}
+	return ns.Name
+}
+
+// diagnose logs the TrainJobs and Workloads of ns, for a failed test.
+func diagnose(t *testing.T, ns string) {
+	ctx := context.Background()
+	var tjs trainer.TrainJobList
+	if err := suite.client.List(ctx, &tjs, client.InNamespace(ns)); err == nil {
+		for _, tj := range tjs.Items {
+			t.Logf("TrainJob %s: suspend %v, patches %+v, conditions %+v", tj.Name, ptr.Deref(tj.Spec.Suspend, false), tj.Spec.RuntimePatches, tj.Status.Conditions)
+		}
+	}
+	var wls unstructured.UnstructuredList
+	wls.SetGroupVersionKind(cluster.KueueGroupVersion.WithKind("WorkloadList"))
+	if err := suite.client.List(ctx, &wls, client.InNamespace(ns)); err == nil {
+		for _, wl := range wls.Items {
+			conds, _, _ := unstructured.NestedSlice(wl.Object, "status", "conditions")
+			t.Logf("Workload %s: conditions %v", wl.GetName(), conds)
+		}
+	}
+}
+
+// eventually polls cond until it returns nil, failing the test with cond's last error after waitTimeout.
+func eventually(t *testing.T, what string, cond func(ctx context.Context) error) {
+	t.Helper()
+	var last error
+	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
+		last = cond(ctx)
+		return last == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("waiting for %s: %v (last: %v)", what, err, last)
+	}
+}
