@@ -85,11 +85,21 @@ func addCertRotation(mgr manager.Manager, cfg *config.Configuration, ready chan 
 	if err != nil {
 		return fmt.Errorf("certificate cache: %w", err)
 	}
-	if err := mgr.Add(certs); err != nil {
+	// Added as a cache, it starts on every replica with the manager's own
+	// caches; a bare cache.Cache would be taken for a leader's runnable and
+	// never start on a replica that does not lead, which would then never
+	// serve its webhooks.
+	if err := mgr.Add(everyReplicaCache{certs}); err != nil {
 		return err
 	}
 	return mgr.Add(&certSync{reader: certs, writer: mgr.GetClient(), secret: secret, dir: cfg.Webhook.CertDir, now: time.Now})
 }
+
+// everyReplicaCache is a cache the manager starts, and waits for, with its
+// own (the manager recognises a cache by GetCache).
+type everyReplicaCache struct{ cache.Cache }
+
+func (c everyReplicaCache) GetCache() cache.Cache { return c.Cache }
 
 // certSync keeps, on every replica, the CA the API server trusts and the
 // certificate the webhook server serves in step, so that no TrainJob write
