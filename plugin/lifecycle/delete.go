@@ -37,8 +37,8 @@ const deleteExample = `  # List what llama-ft owns, ask, then delete it and wait
   # Delete llama-ft's JobSet, Jobs and pods first and the TrainJob last, and wait until all are gone
   kubectl trainjob delete llama-ft -y --cascade=foreground`
 
-// pollInterval is how often --wait looks whether the TrainJobs are gone.
-const pollInterval = 250 * time.Millisecond
+// retryInterval is how soon --wait reads a TrainJob again after a read failed.
+const retryInterval = 250 * time.Millisecond
 
 // maxTransientErrors is how many reads in a row --wait lets fail with an error that may pass (a timeout, an
 // overloaded or restarting API server) before it gives up; any other error ends it at once.
@@ -330,32 +330,49 @@ func (o *DeleteOptions) waitGone(ctx context.Context, deleted []trainer.TrainJob
 		defer cancel()
 	}
 	for _, tj := range deleted {
-		failures := 0
-		for {
-			got := &trainer.TrainJob{}
-			err := o.Client.Get(ctx, client.ObjectKeyFromObject(&tj), got)
-			if apierrors.IsNotFound(err) || (err == nil && got.UID != tj.UID) {
-				break
-			}
-			if err != nil && ctx.Err() == nil {
-				if failures++; !transient(err) || failures >= maxTransientErrors {
-					return fmt.Errorf("gave up waiting for %s %q to be gone: %w", cmdutil.Resource, tj.Name, cmdutil.DescribeError(err, o.Namespace, tj.Name))
-				}
-			} else {
-				failures = 0
-			}
-			select {
-			case <-ctx.Done():
-				if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-					return cmdutil.WithExitCode(cmdutil.ExitTimeout, fmt.Errorf("timed out after %s waiting for %s %q to be gone (with --cascade=foreground it waits for its children)",
-						o.Timeout, cmdutil.Resource, tj.Name))
-				}
-				return ctx.Err()
-			case <-time.After(pollInterval):
-			}
+		if err := o.waitOneGone(ctx, tj); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// waitOneGone reads the TrainJob again on every change the watch reports, until it is gone.
+func (o *DeleteOptions) waitOneGone(ctx context.Context, tj trainer.TrainJob) error {
+	watchCtx, stopWatching := context.WithCancel(ctx)
+	defer stopWatching()
+	changes, err := cmdutil.Changes(watchCtx, o.Client, 0, cmdutil.Watch{Object: &trainer.TrainJob{}, Namespace: tj.Namespace,
+		Options: []client.ListOption{client.MatchingFields{"metadata.name": tj.Name}}})
+	if err != nil {
+		return err
+	}
+	failures := 0
+	for {
+		got := &trainer.TrainJob{}
+		err := o.Client.Get(ctx, client.ObjectKeyFromObject(&tj), got)
+		if apierrors.IsNotFound(err) || (err == nil && got.UID != tj.UID) {
+			return nil
+		}
+		var retry <-chan time.Time
+		if err != nil && ctx.Err() == nil {
+			if failures++; !transient(err) || failures >= maxTransientErrors {
+				return fmt.Errorf("gave up waiting for %s %q to be gone: %w", cmdutil.Resource, tj.Name, cmdutil.DescribeError(err, o.Namespace, tj.Name))
+			}
+			retry = time.After(retryInterval) // the watch may be down too
+		} else {
+			failures = 0
+		}
+		select {
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return cmdutil.WithExitCode(cmdutil.ExitTimeout, fmt.Errorf("timed out after %s waiting for %s %q to be gone (with --cascade=foreground it waits for its children)",
+					o.Timeout, cmdutil.Resource, tj.Name))
+			}
+			return ctx.Err()
+		case <-changes:
+		case <-retry:
+		}
+	}
 }
 
 // transient tells an error that may pass by itself (the API server slow, overloaded or restarting) from one

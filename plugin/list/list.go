@@ -4,7 +4,6 @@ package list
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -19,11 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	cliprinters "k8s.io/cli-runtime/pkg/printers"
-	"k8s.io/client-go/tools/cache"
-	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -217,10 +213,12 @@ func (o *ListOptions) keep(tj *trainer.TrainJob) bool {
 }
 
 func (o *ListOptions) listOptions() []client.ListOption {
+	return append([]client.ListOption{client.InNamespace(o.Namespace)}, o.selectors()...)
+}
+
+// selectors are --selector and --field-selector as list options.
+func (o *ListOptions) selectors() []client.ListOption {
 	opts := []client.ListOption{}
-	if o.Namespace != "" {
-		opts = append(opts, client.InNamespace(o.Namespace))
-	}
 	if o.LabelSelector != "" {
 		sel, _ := labels.Parse(o.LabelSelector)
 		opts = append(opts, client.MatchingLabelsSelector{Selector: sel})
@@ -373,31 +371,29 @@ func durationOf(tj *trainer.TrainJob, now time.Time) string {
 
 // watch appends a row (or a document) for every change after resourceVersion, until interrupted.
 func (o *ListOptions) watch(ctx context.Context, w *tabwriter.Writer, table cliprinters.ResourcePrinter, nodes *runtimeDefaults, resourceVersion string) error {
-	lw := &cache.ListWatch{WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-		lo := o.listOptions()
-		lo = append(lo, &client.ListOptions{Raw: &opts})
-		return o.Client.Watch(ctx, &trainer.TrainJobList{}, lo...)
-	}}
-	rw, err := watchtools.NewRetryWatcherWithContext(ctx, resourceVersion, lw)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	changed := make(chan *trainer.TrainJob, 64)
+	done, err := cmdutil.Watch{Object: &trainer.TrainJob{}, Namespace: o.Namespace, Options: o.selectors(), From: resourceVersion}.
+		Start(ctx, o.Client, func(e cmdutil.Event) {
+			if tj, ok := e.Object.(*trainer.TrainJob); ok && !e.Deleted {
+				select {
+				case changed <- tj:
+				case <-ctx.Done():
+				}
+			}
+		})
 	if err != nil {
 		return err
 	}
-	defer rw.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-rw.Done():
-			return errors.New("the watch ended: the list changed too much while it was read; run the command again")
-		case ev, ok := <-rw.ResultChan():
-			if !ok {
-				return nil
-			}
-			if ev.Type == watch.Error {
-				return fmt.Errorf("watch: %v", ev.Object)
-			}
-			tj, ok := ev.Object.(*trainer.TrainJob)
-			if !ok || !o.keep(tj) {
+		case <-done:
+			return nil
+		case tj := <-changed:
+			if !o.keep(tj) {
 				continue
 			}
 			if err := o.print(ctx, w, table, nodes, []trainer.TrainJob{*tj}, false); err != nil {

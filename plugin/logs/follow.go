@@ -13,12 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
@@ -43,7 +39,7 @@ type follower struct {
 	warned map[string]bool
 	active atomic.Int32
 	tailWG sync.WaitGroup // the tails' goroutines
-	infWG  sync.WaitGroup // the informers' goroutines
+	infWG  sync.WaitGroup // until the watches have stopped
 }
 
 type tailKey struct {
@@ -75,7 +71,9 @@ func (f *follower) run(ctx context.Context) error {
 		f.infWG.Wait()
 	}()
 	events := make(chan event, 256)
-	f.watch(ctx, events)
+	if err := f.watch(ctx, events); err != nil {
+		return err
+	}
 
 	for {
 		var ev event
@@ -119,55 +117,26 @@ func (f *follower) run(ctx context.Context) error {
 	}
 }
 
-// watch starts informers on the TrainJob and on its pods that send what they see to events.
-func (f *follower) watch(ctx context.Context, events chan<- event) {
-	send := func(obj any, deleted bool) {
-		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = d.Obj
-		}
-		o, ok := obj.(runtime.Object)
-		if !ok {
-			return
-		}
+// watch follows the TrainJob and its pods, sending what it sees to events.
+func (f *follower) watch(ctx context.Context, events chan<- event) error {
+	send := func(e cmdutil.Event) {
 		select {
-		case events <- event{obj: o, deleted: deleted}:
+		case events <- event{obj: e.Object, deleted: e.Deleted}:
 		case <-ctx.Done():
 		}
 	}
-	handler := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { send(obj, false) },
-		UpdateFunc: func(_, obj any) { send(obj, false) },
-		DeleteFunc: func(obj any) { send(obj, true) },
+	ns, name := f.o.Namespace, f.o.Name
+	for _, w := range []cmdutil.Watch{
+		{Object: &corev1.Pod{}, Namespace: ns, Options: []client.ListOption{client.MatchingLabels{jobsetv1alpha2.JobSetNameKey: name}}},
+		{Object: &trainer.TrainJob{}, Namespace: ns, Options: []client.ListOption{client.MatchingFields{"metadata.name": name}}},
+	} {
+		done, err := w.Start(ctx, f.o.client, send)
+		if err != nil {
+			return err
+		}
+		f.infWG.Go(func() { <-done })
 	}
-	ns, cl, cs := f.o.Namespace, f.o.client, f.o.clientset
-	byName := fields.OneTermEqualSelector("metadata.name", f.o.Name)
-	trainJobs := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			list := &trainer.TrainJobList{}
-			err := cl.List(ctx, list, &client.ListOptions{Namespace: ns, FieldSelector: byName, Raw: &opts})
-			return list, err
-		},
-		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			return cl.Watch(ctx, &trainer.TrainJobList{}, &client.ListOptions{Namespace: ns, FieldSelector: byName, Raw: &opts})
-		},
-	}
-	pods := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			opts.LabelSelector = podSelector(f.o.Name)
-			return cs.CoreV1().Pods(ns).List(ctx, opts)
-		},
-		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			opts.LabelSelector = podSelector(f.o.Name)
-			return cs.CoreV1().Pods(ns).Watch(ctx, opts)
-		},
-	}
-	for _, lw := range []struct {
-		lw  cache.ListerWatcher
-		obj runtime.Object
-	}{{pods, &corev1.Pod{}}, {trainJobs, &trainer.TrainJob{}}} {
-		_, informer := cache.NewInformerWithOptions(cache.InformerOptions{ListerWatcher: lw.lw, ObjectType: lw.obj, Handler: handler})
-		f.infWG.Go(func() { informer.RunWithContext(ctx) })
-	}
+	return nil
 }
 
 // resolvePlan makes the plan once the TrainJob's JobSet exists, and then reads the pods seen so far.

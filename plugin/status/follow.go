@@ -9,9 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
@@ -27,9 +25,7 @@ import (
 const (
 	resyncInterval = 10 * time.Second
 	// settle gathers a burst of changes (a watch's initial list, a pod's several updates) into one read.
-	settle        = 100 * time.Millisecond
-	rewatchPause  = time.Second
-	maxWatchFails = 5
+	settle = 100 * time.Millisecond
 )
 
 // Follow prints a TrainJob's transitions to out until it is Complete or Failed: first its timeline so far,
@@ -73,11 +69,14 @@ func follow(ctx context.Context, c client.WithWatch, namespace, name string, clk
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// Watch first, then read: no change can fall between the two.
-	changes := WatchChanges(ctx, c, namespace,
-		Watched{List: &trainer.TrainJobList{}, Options: []client.ListOption{client.MatchingFields{"metadata.name": name}}},
-		Watched{List: &corev1.PodList{}, Options: []client.ListOption{client.MatchingLabels{jobsetv1alpha2.JobSetNameKey: name}}},
-		Watched{List: &corev1.EventList{}},
+	changes, err := cmdutil.Changes(ctx, c, resyncInterval,
+		cmdutil.Watch{Object: &trainer.TrainJob{}, Namespace: namespace, Options: []client.ListOption{client.MatchingFields{"metadata.name": name}}},
+		cmdutil.Watch{Object: &corev1.Pod{}, Namespace: namespace, Options: []client.ListOption{client.MatchingLabels{jobsetv1alpha2.JobSetNameKey: name}}},
+		cmdutil.Watch{Object: &corev1.Event{}, Namespace: namespace},
 	)
+	if err != nil {
+		return "", err
+	}
 	for {
 		in, err := Fetch(ctx, c, namespace, name)
 		if err != nil {
@@ -102,68 +101,6 @@ func follow(ctx context.Context, c client.WithWatch, namespace, name string, clk
 		select { // a change during the pause is read below anyway
 		case <-changes:
 		default:
-		}
-	}
-}
-
-// Watched is a kind of object to watch in a namespace, with the selectors to watch it by.
-type Watched struct {
-	List    client.ObjectList
-	Options []client.ListOption
-}
-
-// WatchChanges signals on the returned channel whenever a watched object changes, and every resyncInterval,
-// until ctx ends. Watches that end are started again; one that cannot be started (no right to watch)
-// is left to the resync.
-func WatchChanges(ctx context.Context, c client.WithWatch, namespace string, watched ...Watched) <-chan struct{} {
-	changes := make(chan struct{}, 1)
-	notify := func() {
-		select {
-		case changes <- struct{}{}:
-		default:
-		}
-	}
-	for _, w := range watched {
-		go watchLoop(ctx, c, namespace, w, notify)
-	}
-	go func() {
-		t := time.NewTicker(resyncInterval)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				notify()
-			}
-		}
-	}()
-	return changes
-}
-
-func watchLoop(ctx context.Context, c client.WithWatch, namespace string, w Watched, notify func()) {
-	opts := append([]client.ListOption{client.InNamespace(namespace)}, w.Options...)
-	fails := 0
-	for ctx.Err() == nil {
-		wi, err := c.Watch(ctx, w.List.DeepCopyObject().(client.ObjectList), opts...)
-		if err != nil {
-			fails++
-			if apierrors.IsForbidden(err) || fails >= maxWatchFails {
-				return
-			}
-		} else {
-			fails = 0
-			for ev := range wi.ResultChan() {
-				if ev.Type == watch.Error {
-					break
-				}
-				notify()
-			}
-			wi.Stop()
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(rewatchPause):
 		}
 	}
 }

@@ -20,7 +20,6 @@ import (
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/stage"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/completion"
-	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/status"
 )
 
 const example = `  # Wait until the TrainJob is Complete; exit 2 if it Failed instead
@@ -219,8 +218,11 @@ func (o *WaitOptions) wanted() string {
 func (o *WaitOptions) waitFor(ctx context.Context, name string) (string, error) {
 	watchCtx, stopWatching := context.WithCancel(ctx)
 	defer stopWatching()
-	changes := status.WatchChanges(watchCtx, o.Client, o.Namespace, status.Watched{
-		List: &trainer.TrainJobList{}, Options: []client.ListOption{client.MatchingFields{"metadata.name": name}}})
+	changes, err := cmdutil.Changes(watchCtx, o.Client, 0, cmdutil.Watch{
+		Object: &trainer.TrainJob{}, Namespace: o.Namespace, Options: []client.ListOption{client.MatchingFields{"metadata.name": name}}})
+	if err != nil {
+		return "", err
+	}
 	seen := false
 	for {
 		tj := &trainer.TrainJob{}

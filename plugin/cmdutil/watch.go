@@ -1,0 +1,167 @@
+package cmdutil
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+)
+
+// Watch is how every command follows objects as they change: `list -w`, `status -w`, `wait`, `create --wait`
+// and `logs -f`. It is client-go's informer, as kubectl's own waits use it: the objects are listed, then
+// watched; a watch that ends is resumed from the last version seen, and one whose version is too old for the
+// API server is listed again, so no change is lost and no command has to give up.
+type Watch struct {
+	// Object is the kind to watch, e.g. &corev1.Pod{}.
+	Object client.Object
+	// Namespace is the namespace to watch; "" is all namespaces.
+	Namespace string
+	// Options narrows the watch: client.MatchingLabels, client.MatchingFields.
+	Options []client.ListOption
+	// From is the resource version of a list the caller has already read and shown: the watch begins there
+	// and reports only what changed since. When the API server no longer has that version, everything is
+	// listed again and reported as added. "" reports every object as added first.
+	From string
+}
+
+// Event is an object that was added, changed or deleted.
+type Event struct {
+	Object  client.Object
+	Deleted bool
+}
+
+// Start calls handle with every change, in order and from one goroutine, until ctx ends; the returned channel
+// is closed once the watch and handle have stopped. A kind the user may not list or watch (Forbidden) is not
+// watched: the commands read what they show themselves and take changes only as a signal to read again.
+func (w Watch) Start(ctx context.Context, c client.WithWatch, handle func(Event)) (<-chan struct{}, error) {
+	gvk, err := apiutil.GVKForObject(w.Object, c.Scheme())
+	if err != nil {
+		return nil, err
+	}
+	newList := func() (client.ObjectList, error) {
+		obj, err := c.Scheme().New(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		if err != nil {
+			return nil, err
+		}
+		list, ok := obj.(client.ObjectList)
+		if !ok {
+			return nil, fmt.Errorf("%s is not a list", gvk.Kind+"List")
+		}
+		return list, nil
+	}
+	if _, err := newList(); err != nil {
+		return nil, err
+	}
+	opts := append([]client.ListOption{client.InNamespace(w.Namespace)}, w.Options...)
+	with := func(raw *metav1.ListOptions) []client.ListOption {
+		return append(append([]client.ListOption{}, opts...), &client.ListOptions{Raw: raw})
+	}
+	skipFirstList := atomic.Bool{}
+	skipFirstList.Store(w.From != "")
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, raw metav1.ListOptions) (runtime.Object, error) {
+			list, err := newList()
+			if err != nil {
+				return nil, err
+			}
+			if skipFirstList.Swap(false) {
+				// The caller's own list stands for the first one: the informer starts watching at its version.
+				list.SetResourceVersion(w.From)
+				return list, nil
+			}
+			return list, c.List(ctx, list, with(&raw)...)
+		},
+		WatchFuncWithContext: func(ctx context.Context, raw metav1.ListOptions) (watch.Interface, error) {
+			list, err := newList()
+			if err != nil {
+				return nil, err
+			}
+			return c.Watch(ctx, list, with(&raw)...)
+		},
+	}
+	var lister cache.ListerWatcher = lw
+	if w.From != "" {
+		// A streaming list (watch with initial events) would replay every object the caller has shown.
+		lister = listThenWatch{lw}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	inf := cache.NewSharedIndexInformerWithOptions(lister, w.Object, cache.SharedIndexInformerOptions{})
+	if err := inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
+		if apierrors.IsForbidden(err) {
+			cancel()
+		}
+		// Anything else is retried by the informer, with back-off; the commands print nothing about it.
+	}); err != nil {
+		cancel()
+		return nil, err
+	}
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { deliver(handle, obj, false) },
+		UpdateFunc: func(_, obj any) { deliver(handle, obj, false) },
+		DeleteFunc: func(obj any) { deliver(handle, obj, true) },
+	}); err != nil {
+		cancel()
+		return nil, err
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer cancel()
+		inf.RunWithContext(ctx)
+	}()
+	return done, nil
+}
+
+func deliver(handle func(Event), obj any, deleted bool) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	if o, ok := obj.(client.Object); ok {
+		handle(Event{Object: o, Deleted: deleted})
+	}
+}
+
+// Changes signals on the returned channel whenever a watched object changes, and every resync (when it is not
+// 0), until ctx ends. Signals that come while one is pending are one: a command reads everything again anyway.
+func Changes(ctx context.Context, c client.WithWatch, resync time.Duration, watches ...Watch) (<-chan struct{}, error) {
+	changes := make(chan struct{}, 1)
+	notify := func(Event) {
+		select {
+		case changes <- struct{}{}:
+		default:
+		}
+	}
+	for _, w := range watches {
+		if _, err := w.Start(ctx, c, notify); err != nil {
+			return nil, err
+		}
+	}
+	if resync > 0 {
+		go func() {
+			t := time.NewTicker(resync)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					notify(Event{})
+				}
+			}
+		}()
+	}
+	return changes, nil
+}
+
+// listThenWatch is a ListWatch the reflector lists and then watches, never a streaming list.
+type listThenWatch struct{ *cache.ListWatch }
+
+func (listThenWatch) IsWatchListSemanticsUnSupported() bool { return true }

@@ -1,0 +1,92 @@
+package cli
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/scheme"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
+)
+
+// TestWatch follows TrainJobs with cmdutil.Watch, the one watcher of list -w, status -w, wait, delete --wait and
+// logs -f, against a real API server.
+func TestWatch(t *testing.T) {
+	c, f := newFixture(t)
+	wc, err := client.NewWithWatch(c.Config, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.trainJob("before", 1, false)
+	shown := &trainer.TrainJobList{}
+	if err := f.c.List(t.Context(), shown, client.InNamespace(f.ns)); err != nil {
+		t.Fatal(err)
+	}
+	// start watches the test's namespace; the returned func waits for an event of name (deleted or not) and
+	// returns the names of the events before it, in order.
+	start := func(t *testing.T, w cmdutil.Watch) func(name string, deleted bool) []string {
+		ctx, cancel := context.WithCancel(t.Context())
+		events := make(chan cmdutil.Event, 100)
+		w.Object, w.Namespace = &trainer.TrainJob{}, f.ns
+		done, err := w.Start(ctx, wc, func(e cmdutil.Event) { events <- e })
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			cancel()
+			<-done
+		})
+		return func(name string, deleted bool) []string {
+			t.Helper()
+			var before []string
+			deadline := time.After(30 * time.Second)
+			for {
+				select {
+				case e := <-events:
+					if e.Object.GetName() == name && e.Deleted == deleted {
+						return before
+					}
+					before = append(before, e.Object.GetName())
+				case <-deadline:
+					t.Fatalf("no event of %s (deleted %v) within 30s; saw %v", name, deleted, before)
+				}
+			}
+		}
+	}
+
+	t.Run("from a list already shown, only what changed since", func(t *testing.T) {
+		next := start(t, cmdutil.Watch{From: shown.ResourceVersion})
+		f.trainJob("after", 1, false)
+		if before := next("after", false); len(before) != 0 {
+			t.Errorf("events before the new TrainJob's: %v; want none (the list at %s showed them)", before, shown.ResourceVersion)
+		}
+	})
+	t.Run("from a version the API server no longer serves, everything again", func(t *testing.T) {
+		next := start(t, cmdutil.Watch{From: "1"})
+		got := append(next("after", false), "after")
+		if len(got) != 2 || got[0] == got[1] {
+			t.Errorf("events %v; want before and after, once each", got)
+		}
+	})
+	t.Run("without a version, every object first, then changes and deletions; by name", func(t *testing.T) {
+		next := start(t, cmdutil.Watch{Options: []client.ListOption{client.MatchingFields{"metadata.name": "after"}}})
+		if before := next("after", false); len(before) != 0 {
+			t.Errorf("events before after's: %v; want none (the watch selects after alone)", before)
+		}
+		tj := &trainer.TrainJob{}
+		for _, name := range []string{"before", "after"} {
+			if err := f.c.Get(t.Context(), client.ObjectKey{Namespace: f.ns, Name: name}, tj); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.c.Delete(t.Context(), tj); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if before := next("after", true); len(before) != 0 {
+			t.Errorf("events before after's deletion: %v; want none", before)
+		}
+	})
+}
