@@ -1,16 +1,21 @@
 // Package printers holds the human output the plugin's commands share: kubectl-style aligned tables for
 // multi-section screens, ages and durations, transition lines and stage colours. It only formats and writes
 // to the writers it is given; it never talks to the API server. Lists of API objects go through cli-runtime's
-// printers instead (metav1.Table), as kubectl get does.
+// printers instead (metav1.Table), as kubectl get does; the tables of a screen that is not a resource list (the
+// sections of `status`) are tablewriter's, drawn borderless with kubectl's spacing so that they read alike.
+// describe-pipeline's view is a tree, not a table, and is written as text.
 package printers
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"strings"
 	"time"
 
-	"github.com/liggitt/tabwriter"
+	"github.com/olekukonko/tablewriter"
+	"github.com/olekukonko/tablewriter/renderer"
+	"github.com/olekukonko/tablewriter/tw"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
 	cliprinters "k8s.io/cli-runtime/pkg/printers"
@@ -24,13 +29,14 @@ const None = "-"
 // Table writes aligned columns with kubectl's spacing (three blanks between columns, no trailing blanks).
 // Cells are escaped: a message from the cluster cannot move the cursor or recolour the terminal.
 type Table struct {
-	w      *tabwriter.Writer
+	out    io.Writer
 	indent string
+	rows   [][]string
 }
 
 // NewTable starts a table on out, indented by indent, with a header row unless headers is empty.
 func NewTable(out io.Writer, indent string, headers ...string) *Table {
-	t := &Table{w: cliprinters.GetNewTabWriter(out), indent: indent}
+	t := &Table{out: out, indent: indent}
 	if len(headers) > 0 {
 		t.Row(headers...)
 	}
@@ -46,11 +52,64 @@ func (t *Table) Row(cells ...string) {
 		}
 		escaped[i] = Escape(c)
 	}
-	fmt.Fprintf(t.w, "%s%s\n", t.indent, strings.Join(escaped, "\t"))
+	t.rows = append(t.rows, escaped)
 }
 
-// Flush writes the table out.
-func (t *Table) Flush() error { return t.w.Flush() }
+// columnGap is kubectl's space between columns (cli-runtime's tab writer pads cells with three blanks).
+const columnGap = "   "
+
+// Flush writes the table out. The header is a row like the others, as in kubectl: no rule, no borders, no
+// change of case.
+func (t *Table) Flush() error {
+	if len(t.rows) == 0 {
+		return nil
+	}
+	width := 0
+	for _, r := range t.rows {
+		width = max(width, len(r))
+	}
+	var buf bytes.Buffer
+	cells := tw.CellConfig{
+		Formatting: tw.CellFormatting{AutoFormat: tw.Off, AutoWrap: tw.WrapNone},
+		Alignment:  tw.CellAlignment{Global: tw.AlignLeft},
+		Padding:    tw.CellPadding{Global: tw.Padding{Right: columnGap, Overwrite: true}},
+	}
+	table := tablewriter.NewTable(&buf,
+		tablewriter.WithRenderer(renderer.NewBlueprint(tw.Rendition{
+			Borders: tw.BorderNone,
+			Symbols: tw.NewSymbols(tw.StyleNone),
+			Settings: tw.Settings{
+				Separators: tw.Separators{BetweenRows: tw.Off, BetweenColumns: tw.Off, ShowHeader: tw.Off, ShowFooter: tw.Off},
+				Lines:      tw.Lines{ShowTop: tw.Off, ShowBottom: tw.Off, ShowHeaderLine: tw.Off, ShowFooterLine: tw.Off},
+			},
+		})),
+		tablewriter.WithConfig(tablewriter.Config{Row: cells}),
+		tablewriter.WithTrimSpace(tw.Off),
+	)
+	for _, r := range t.rows {
+		row := make([]any, width)
+		for i := range row {
+			if i < len(r) {
+				row[i] = r[i]
+			} else {
+				row[i] = ""
+			}
+		}
+		if err := table.Append(row...); err != nil {
+			return err
+		}
+	}
+	if err := table.Render(); err != nil {
+		return err
+	}
+	t.rows = nil
+	var out strings.Builder
+	for line := range strings.Lines(buf.String()) {
+		out.WriteString(t.indent + strings.TrimRight(line, " \n") + "\n")
+	}
+	_, err := io.WriteString(t.out, out.String())
+	return err
+}
 
 // Escape makes text from the cluster safe to print on a terminal and keeps it on one line.
 func Escape(s string) string {

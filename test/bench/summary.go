@@ -9,10 +9,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/printers"
 )
 
 // Summary is everything a run measured; summary.json holds it.
@@ -183,53 +184,63 @@ func (s *Summary) WriteJSON(path string) error {
 	return os.WriteFile(path, append(data, '\n'), 0o644)
 }
 
-// Print writes the tables.
+// Print writes the tables, as the CLI writes the tables of its screens (plugin/printers: tablewriter, borderless).
 func (s *Summary) Print(w io.Writer) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	defer tw.Flush()
+	f := func(format string, a ...any) string { return fmt.Sprintf(format, a...) }
 	t := s.Throughput
-	fmt.Fprintf(tw, "\nThroughput: %d JobSets, first create → last JobSet; %d× A B B A after a warm-up; every client QPS %g burst %d\n",
+	fmt.Fprintf(w, "\nThroughput: %d JobSets, first create → last JobSet; %d× A B B A after a warm-up; every client QPS %g burst %d\n",
 		t.N, s.Knobs.Repeat, t.QPS, t.Burst)
-	fmt.Fprintln(tw, "\tmin\tmedian\tmax\t")
+	tab := printers.NewTable(w, "", "round", "min", "median", "max")
 	row := func(name, unit string, v []float64) {
-		fmt.Fprintf(tw, "%s\t%.2f%s\t%.2f%s\t%.2f%s\t\n", name, minOf(v), unit, median(v), unit, maxOf(v), unit)
+		tab.Row(name, f("%.2f%s", minOf(v), unit), f("%.2f%s", median(v), unit), f("%.2f%s", maxOf(v), unit))
 	}
 	row("A: TrainJobs, operator makes JobSets", "s", t.A)
 	row("  of which creating the TrainJobs", "s", t.ACreated)
 	row("B: the same JobSets created directly", "s", t.B)
 	row("A/B, paired", "×", t.Ratio)
-	fmt.Fprintf(tw, "CPU seconds of a round (median)\tA\tB\t\n")
+	tab.Row("CPU seconds of a round (median)", "A", "B")
 	for _, name := range cpuPrograms(t.ACPU, t.BCPU) {
-		fmt.Fprintf(tw, "  %s\t%.2f\t%.2f\t\n", name, medianOf(t.ACPU, name), medianOf(t.BCPU, name))
+		tab.Row("  "+name, f("%.2f", medianOf(t.ACPU, name)), f("%.2f", medianOf(t.BCPU, name)))
 	}
-	fmt.Fprintf(tw, "  taken by the host (steal; max)\t%.2f (%.2f)\t%.2f (%.2f)\t\n", median(t.ASteal), maxOf(t.ASteal), median(t.BSteal), maxOf(t.BSteal))
-	fmt.Fprintf(tw, "operator writes per TrainJob\t%.2f\t%s\n", t.Writes, by(t.WritesPerTrainJob))
-	fmt.Fprintf(tw, "operator Events per TrainJob\t%.2f\t%s\n", t.Events, by(t.EventsPerTrainJob))
-	fmt.Fprintf(tw, "operator reads per TrainJob\t\t%s\n", by(t.ReadsPerTrainJob))
-	fmt.Fprintf(tw, "failed writes per TrainJob\t\t%s\n", by(t.FailedWritesPerTrainJob))
-	fmt.Fprintf(tw, "operator reconciles per TrainJob\t%.2f\t\n", t.ReconcilesPerTrainJob)
-	fmt.Fprintf(tw, "failed reconciles (A rounds)\t%.0f\t\n", t.FailedReconciles)
-	fmt.Fprintf(tw, "operator writes on restart: %d built suspended TrainJobs\t%d\t%s\n", s.Suspended.N, s.Suspended.WritesOnRestart, byCount(s.Suspended.Writes))
-	fmt.Fprintf(tw, "operator writes on restart: %d other TrainJobs\t%d\t%s\n", s.Suspended.TrainJobs, s.Suspended.OtherWritesOnRestart, byCount(s.Suspended.OtherWrites))
+	tab.Row("  taken by the host (steal; max)", f("%.2f (%.2f)", median(t.ASteal), maxOf(t.ASteal)), f("%.2f (%.2f)", median(t.BSteal), maxOf(t.BSteal)))
+	tab.Row("operator writes per TrainJob", f("%.2f", t.Writes), by(t.WritesPerTrainJob))
+	tab.Row("operator Events per TrainJob", f("%.2f", t.Events), by(t.EventsPerTrainJob))
+	tab.Row("operator reads per TrainJob", "", by(t.ReadsPerTrainJob))
+	tab.Row("failed writes per TrainJob", "", by(t.FailedWritesPerTrainJob))
+	tab.Row("operator reconciles per TrainJob", f("%.2f", t.ReconcilesPerTrainJob))
+	tab.Row("failed reconciles (A rounds)", f("%.0f", t.FailedReconciles))
+	tab.Row(f("operator writes on restart: %d built suspended TrainJobs", s.Suspended.N), f("%d", s.Suspended.WritesOnRestart), byCount(s.Suspended.Writes))
+	tab.Row(f("operator writes on restart: %d other TrainJobs", s.Suspended.TrainJobs), f("%d", s.Suspended.OtherWritesOnRestart), byCount(s.Suspended.OtherWrites))
+	flush(w, tab)
 
-	fmt.Fprintf(tw, "\nOperator memory\tanonymous RSS\tGo heap in use\tfile-backed RSS (shared)\t\n")
+	tab = printers.NewTable(w, "", "Operator memory", "anonymous RSS", "Go heap in use", "file-backed RSS (shared)")
 	for _, m := range s.Memory {
-		fmt.Fprintf(tw, "%s\t%.1f MiB\t%.1f MiB\t%.1f MiB\t\n", m.Name, m.AnonMiB, m.HeapInuseMiB, m.FileMiB)
+		tab.Row(m.Name, f("%.1f MiB", m.AnonMiB), f("%.1f MiB", m.HeapInuseMiB), f("%.1f MiB", m.FileMiB))
 	}
+	flush(w, tab)
 
-	fmt.Fprintf(tw, "\nCLI, %d TrainJobs in the namespace, %d runs each\tmedian\tmin\tmax\tAPI requests\t\n", s.CLI.TrainJobs, s.CLI.Runs)
+	tab = printers.NewTable(w, "", f("CLI, %d TrainJobs in the namespace, %d runs each", s.CLI.TrainJobs, s.CLI.Runs), "median", "min", "max", "API requests")
 	for _, c := range s.CLI.Commands {
-		fmt.Fprintf(tw, "%s\t%.3fs\t%.3fs\t%.3fs\t%d\t%s\n", c.Name, c.Median, minOf(c.Seconds), maxOf(c.Seconds), c.Requests, byCount(c.RequestsBy))
+		tab.Row(c.Name, f("%.3fs", c.Median), f("%.3fs", minOf(c.Seconds)), f("%.3fs", maxOf(c.Seconds)), f("%d", c.Requests), byCount(c.RequestsBy))
 	}
+	flush(w, tab)
 
-	fmt.Fprintf(tw, "\nBuild micro-benchmark %s (median of %d)\t%.2f µs/op\t%.0f B/op\t%.0f allocs/op\t\n",
-		s.Build.Name, s.Build.Runs, s.Build.MicrosPerOp, s.Build.BytesPerOp, s.Build.AllocsPerOp)
+	tab = printers.NewTable(w, "", f("Build micro-benchmark %s (median of %d)", s.Build.Name, s.Build.Runs),
+		f("%.2f µs/op", s.Build.MicrosPerOp), f("%.0f B/op", s.Build.BytesPerOp), f("%.0f allocs/op", s.Build.AllocsPerOp))
+	flush(w, tab)
 
 	met, all := s.Met()
-	fmt.Fprintf(tw, "\nTarget (%d of %d met)\tvalue\ttarget\tmet\t\n", met, all)
+	tab = printers.NewTable(w, "", f("Target (%d of %d met)", met, all), "value", "target", "met")
 	for _, t := range s.Targets {
-		fmt.Fprintf(tw, "%s\t%.2f%s\t≤ %g%s\t%s\t\n", t.Name, t.Value, t.Unit, t.Limit, t.Unit, yesNo(t.Met))
+		tab.Row(t.Name, f("%.2f%s", t.Value, t.Unit), f("≤ %g%s", t.Limit, t.Unit), yesNo(t.Met))
 	}
+	flush(w, tab)
+}
+
+// flush writes a table of the summary, a blank line after it.
+func flush(w io.Writer, tab *printers.Table) {
+	_ = tab.Flush() // w is a buffer or the terminal: nothing to do about a failed write
+	fmt.Fprintln(w)
 }
 
 // cpuPrograms are the programs of the rounds' CPU seconds, by name, and "all" last: the sum of them all.
