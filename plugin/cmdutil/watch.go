@@ -32,15 +32,18 @@ type Watch struct {
 	From string
 }
 
-// Event is an object that was added, changed or deleted.
+// Event is an object that was added, changed or deleted; or, last, why the watch stopped before its context
+// ended (Err, without an object).
 type Event struct {
 	Object  client.Object
 	Deleted bool
+	Err     error
 }
 
 // Start calls handle with every change, in order and from one goroutine, until ctx ends; the returned channel
 // is closed once the watch and handle have stopped. A kind the user may not list or watch (Forbidden) is not
-// watched: the commands read what they show themselves and take changes only as a signal to read again.
+// watched: handle is told so once (Event.Err), and the watch stops. The commands that read what they show
+// themselves take changes only as a signal to read again, and go on without it.
 func (w Watch) Start(ctx context.Context, c client.WithWatch, handle func(Event)) (<-chan struct{}, error) {
 	gvk, err := apiutil.GVKForObject(w.Object, c.Scheme())
 	if err != nil {
@@ -93,9 +96,11 @@ func (w Watch) Start(ctx context.Context, c client.WithWatch, handle func(Event)
 		lister = listThenWatch{lw}
 	}
 	ctx, cancel := context.WithCancel(ctx)
+	var refused atomic.Pointer[error]
 	inf := cache.NewSharedIndexInformerWithOptions(lister, w.Object, cache.SharedIndexInformerOptions{})
 	if err := inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
 		if apierrors.IsForbidden(err) {
+			refused.CompareAndSwap(nil, &err)
 			cancel()
 		}
 		// Anything else is retried by the informer, with back-off; the commands print nothing about it.
@@ -116,6 +121,9 @@ func (w Watch) Start(ctx context.Context, c client.WithWatch, handle func(Event)
 		defer close(done)
 		defer cancel()
 		inf.RunWithContext(ctx)
+		if err := refused.Load(); err != nil {
+			handle(Event{Err: fmt.Errorf("watch of %s: %w", gvk.Kind, *err)})
+		}
 	}()
 	return done, nil
 }

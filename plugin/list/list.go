@@ -374,8 +374,12 @@ func (o *ListOptions) watch(ctx context.Context, w *tabwriter.Writer, table clip
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	changed := make(chan *trainer.TrainJob, 64)
+	var stopped error
 	done, err := cmdutil.Watch{Object: &trainer.TrainJob{}, Namespace: o.Namespace, Options: o.selectors(), From: resourceVersion}.
 		Start(ctx, o.Client, func(e cmdutil.Event) {
+			if e.Err != nil {
+				stopped = e.Err // read after done is closed
+			}
 			if tj, ok := e.Object.(*trainer.TrainJob); ok && !e.Deleted {
 				select {
 				case changed <- tj:
@@ -391,7 +395,7 @@ func (o *ListOptions) watch(ctx context.Context, w *tabwriter.Writer, table clip
 		case <-ctx.Done():
 			return nil
 		case <-done:
-			return nil
+			return o.describeListError(stopped)
 		case tj := <-changed:
 			if !o.keep(tj) {
 				continue

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
@@ -87,6 +89,27 @@ func TestWatch(t *testing.T) {
 		}
 		if before := next("after", true); len(before) != 0 {
 			t.Errorf("events before after's deletion: %v; want none", before)
+		}
+	})
+	t.Run("a kind the user may not watch: told once, then stopped", func(t *testing.T) {
+		cfg := rest.CopyConfig(c.Config)
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: "nobody"}
+		nobody, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme.New()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []cmdutil.Event
+		done, err := cmdutil.Watch{Object: &trainer.TrainJob{}, Namespace: f.ns}.Start(t.Context(), nobody, func(e cmdutil.Event) { got = append(got, e) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the watch of a user who may not list TrainJobs did not stop within 30s")
+		}
+		if len(got) != 1 || got[0].Object != nil || !apierrors.IsForbidden(got[0].Err) {
+			t.Errorf("events %+v; want one, with a Forbidden error", got)
 		}
 	})
 }
