@@ -37,8 +37,12 @@ const deleteExample = `  # List what llama-ft owns, ask, then delete it and wait
   # Delete llama-ft's JobSet, Jobs and pods first and the TrainJob last, and wait until all are gone
   kubectl trainjob delete llama-ft -y --cascade=foreground`
 
-// retryInterval is how soon --wait reads a TrainJob again after a read failed.
-const retryInterval = 250 * time.Millisecond
+const (
+	// retryInterval is how soon --wait reads a TrainJob again after a read failed.
+	retryInterval = 250 * time.Millisecond
+	// rereadInterval is how often --wait reads a TrainJob that did not change.
+	rereadInterval = 2 * time.Second
+)
 
 // maxTransientErrors is how many reads in a row --wait lets fail with an error that may pass (a timeout, an
 // overloaded or restarting API server) before it gives up; any other error ends it at once.
@@ -341,7 +345,9 @@ func (o *DeleteOptions) waitGone(ctx context.Context, deleted []trainer.TrainJob
 func (o *DeleteOptions) waitOneGone(ctx context.Context, tj trainer.TrainJob) error {
 	watchCtx, stopWatching := context.WithCancel(ctx)
 	defer stopWatching()
-	changes, err := cmdutil.Changes(watchCtx, o.Client, 0, cmdutil.Watch{Object: &trainer.TrainJob{}, Namespace: tj.Namespace,
+	// The watch tells when the TrainJob goes; the regular reads tell what a watch cannot: that the user lost
+	// the right to read it, which would otherwise leave --wait without --timeout waiting forever.
+	changes, err := cmdutil.Changes(watchCtx, o.Client, rereadInterval, cmdutil.Watch{Object: &trainer.TrainJob{}, Namespace: tj.Namespace,
 		Options: []client.ListOption{client.MatchingFields{"metadata.name": tj.Name}}})
 	if err != nil {
 		return err

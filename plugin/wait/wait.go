@@ -214,11 +214,15 @@ func (o *WaitOptions) wanted() string {
 	return strings.Join(s, " or ")
 }
 
+// rereadInterval is how often wait reads a TrainJob that did not change.
+const rereadInterval = 10 * time.Second
+
 // waitFor returns what the TrainJob reached: a target, or "Failed: reason" when it Failed instead.
 func (o *WaitOptions) waitFor(ctx context.Context, name string) (string, error) {
 	watchCtx, stopWatching := context.WithCancel(ctx)
 	defer stopWatching()
-	changes, err := cmdutil.Changes(watchCtx, o.Client, 0, cmdutil.Watch{
+	// The regular reads tell what a watch cannot: that the user lost the right to read the TrainJob.
+	changes, err := cmdutil.Changes(watchCtx, o.Client, rereadInterval, cmdutil.Watch{
 		Object: &trainer.TrainJob{}, Namespace: o.Namespace, Options: []client.ListOption{client.MatchingFields{"metadata.name": name}}})
 	if err != nil {
 		return "", err
