@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -18,6 +19,7 @@ import (
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/scheme"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/kueue"
 )
 
 var created = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
@@ -146,9 +148,33 @@ func TestTable(t *testing.T) {
 		}
 		return out
 	}
+	inQueue := func(name string, suspend bool) trainer.TrainJob {
+		return trainJob(name, trainer.ClusterTrainingRuntimeKind, "cluster", func(tj *trainer.TrainJob) {
+			tj.UID = types.UID("uid-" + name)
+			tj.Labels = map[string]string{kueue.QueueLabel: "gpu"}
+			tj.Spec.Suspend = ptr.To(suspend)
+		})
+	}
+	workload := func(owner string, active bool, conds ...metav1.Condition) *kueue.Workload {
+		wl := &kueue.Workload{Spec: kueue.WorkloadSpec{Active: ptr.To(active)}}
+		wl.Status.Conditions = conds
+		wl.OwnerReferences = []metav1.OwnerReference{{Kind: trainer.TrainJobKind, Name: owner, UID: types.UID("uid-" + owner), Controller: ptr.To(true)}}
+		return wl
+	}
+	noQuota := metav1.Condition{Type: kueue.ConditionQuotaReserved, Status: metav1.ConditionFalse, Reason: "Pending",
+		Message: "couldn't assign flavors to pod set node: insufficient unused quota for nvidia.com/gpu in flavor gpu-node, 16 more needed"}
+	admitted := metav1.Condition{Type: kueue.ConditionAdmitted, Status: metav1.ConditionTrue, Reason: "Admitted"}
+	running := inQueue("running", false)
+	running.Status.JobsStatus = []trainer.JobStatus{{Name: trainer.Node, Ready: ptr.To[int32](1), Active: ptr.To[int32](1)}}
+	kueueSays := &queues{workloads: map[types.UID]*kueue.Workload{
+		"uid-waiting": workload("waiting", true, noQuota),
+		"uid-stopped": workload("stopped", false, noQuota),
+		"uid-running": workload("running", true, admitted),
+	}}
 	tests := []struct {
 		name    string
 		watch   bool
+		queues  *queues
 		items   []trainer.TrainJob
 		columns []string
 		rows    [][]any
@@ -156,24 +182,40 @@ func TestTable(t *testing.T) {
 		{
 			name:    "no progress reported: no PROGRESS column",
 			items:   []trainer.TrainJob{complete},
-			columns: []string{"Name", "Stage", "Runtime", "Nodes", "GPUs", "Age", "Reason", "ETA", "Duration"},
-			rows:    [][]any{{"done", "Complete", "cluster", "2", "8", "120m", "AllJobsCompleted", "-", "90m"}},
+			columns: []string{"Name", "Stage", "Runtime", "Nodes", "GPUs", "Age", "Queue", "Reason", "ETA", "Duration"},
+			rows:    [][]any{{"done", "Complete", "cluster", "2", "8", "120m", "-", "AllJobsCompleted", "-", "90m"}},
 		},
 		{
 			name:    "-w: PROGRESS, which may come",
 			watch:   true,
 			items:   []trainer.TrainJob{complete},
-			columns: []string{"Name", "Stage", "Runtime", "Nodes", "GPUs", "Progress", "Age", "Reason", "ETA", "Duration"},
-			rows:    [][]any{{"done", "Complete", "cluster", "2", "8", "-", "120m", "AllJobsCompleted", "-", "90m"}},
+			columns: []string{"Name", "Stage", "Runtime", "Nodes", "GPUs", "Progress", "Age", "Queue", "Reason", "ETA", "Duration"},
+			rows:    [][]any{{"done", "Complete", "cluster", "2", "8", "-", "120m", "-", "AllJobsCompleted", "-", "90m"}},
 		},
 		{
 			name:    "one TrainJob reports progress: PROGRESS for all",
 			items:   []trainer.TrainJob{complete, training},
-			columns: []string{"Name", "Stage", "Runtime", "Nodes", "GPUs", "Progress", "Age", "Reason", "ETA", "Duration"},
+			columns: []string{"Name", "Stage", "Runtime", "Nodes", "GPUs", "Progress", "Age", "Queue", "Reason", "ETA", "Duration"},
 			rows: [][]any{
-				{"done", "Complete", "cluster", "2", "8", "-", "120m", "AllJobsCompleted", "-", "90m"},
-				{"run", "Training", "trainingruntime/local", "3", "3", "40%", "120m", "-", "10m", "120m"},
+				{"done", "Complete", "cluster", "2", "8", "-", "120m", "-", "AllJobsCompleted", "-", "90m"},
+				{"run", "Training", "trainingruntime/local", "3", "3", "40%", "120m", "-", "-", "10m", "120m"},
 			},
+		},
+		{
+			name:   "in a Kueue LocalQueue: Queued with why, stopped, running, no Workload yet",
+			queues: kueueSays,
+			items:  []trainer.TrainJob{inQueue("waiting", true), inQueue("stopped", true), running, inQueue("new", true)},
+			rows: [][]any{
+				{"waiting", "Queued", "cluster", "2", "8", "120m", "gpu", "insufficient unused quota for nvidia.com/gpu in flavor gpu-node, 16 more needed", "-", "120m"},
+				{"stopped", "Suspended", "cluster", "2", "8", "120m", "gpu", "-", "-", "120m"},
+				{"running", "Training", "cluster", "2", "8", "120m", "gpu", "-", "-", "120m"},
+				{"new", "Queued", "cluster", "2", "8", "120m", "gpu", "-", "-", "120m"},
+			},
+		},
+		{
+			name:  "in a Kueue LocalQueue, Workloads unknown (Kueue not installed): the TrainJob's own stage",
+			items: []trainer.TrainJob{inQueue("waiting", true)},
+			rows:  [][]any{{"waiting", "Suspended", "cluster", "2", "8", "120m", "gpu", "-", "-", "120m"}},
 		},
 	}
 	for _, tt := range tests {
@@ -183,8 +225,8 @@ func TestTable(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			table := o.table(context.Background(), defaults, tt.items)
-			if diff := cmp.Diff(tt.columns, names(table.ColumnDefinitions)); diff != "" {
+			table := o.table(context.Background(), defaults, tt.queues, tt.items)
+			if diff := cmp.Diff(tt.columns, names(table.ColumnDefinitions)); tt.columns != nil && diff != "" {
 				t.Errorf("columns (-want +got):\n%s", diff)
 			}
 			var rows [][]any
