@@ -32,6 +32,7 @@ import (
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/stage"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
 )
 
 const (
@@ -211,8 +212,12 @@ type Client struct {
 	err     error
 }
 
-// NewClient is a Client of the API server of cfg.
-func NewClient(cfg *rest.Config) (*Client, error) {
+// NewClient is a Client of the factory's API server. It sends no request.
+func NewClient(f cmdutil.Factory) (*Client, error) {
+	cfg, err := f.RESTConfig()
+	if err != nil {
+		return nil, err
+	}
 	cfg = rest.CopyConfig(cfg)
 	cfg.NegotiatedSerializer = clientgoscheme.Codecs.WithoutConversion()
 	rc, err := rest.UnversionedRESTClientFor(cfg)

@@ -155,11 +155,7 @@ func (o *ListOptions) Complete(f cmdutil.Factory, _ *cobra.Command) error {
 		o.Namespace = ""
 	}
 	if o.Kueue == nil {
-		cfg, err := f.RESTConfig()
-		if err != nil {
-			return err
-		}
-		if o.Kueue, err = kueue.NewClient(cfg); err != nil {
+		if o.Kueue, err = kueue.NewClient(f); err != nil {
 			return err
 		}
 	}
