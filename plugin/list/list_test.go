@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	cliprinters "k8s.io/cli-runtime/pkg/printers"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -19,7 +20,9 @@ import (
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/scheme"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/stage"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/kueue"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/kueue/kueuetest"
 )
 
 var created = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
@@ -261,6 +264,62 @@ func TestValidate(t *testing.T) {
 			}
 			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.HasPrefix(got, tt.wantErr)) {
 				t.Errorf("Validate() = %v, want %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+// TestReadQueues: list reads Kueue's Workloads (discovery, then one LIST) only when some TrainJob is in a
+// LocalQueue and the table or --stage needs its stage; without Kueue it says what the TrainJobs say.
+func TestReadQueues(t *testing.T) {
+	queued := trainJob("waiting", trainer.ClusterTrainingRuntimeKind, "cluster", func(tj *trainer.TrainJob) {
+		tj.UID = "uid-waiting"
+		tj.Labels = map[string]string{kueue.QueueLabel: "gpu"}
+		tj.Spec.Suspend = ptr.To(true)
+	})
+	plain := trainJob("plain", trainer.ClusterTrainingRuntimeKind, "cluster", nil)
+	wl := kueue.Workload{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "trainjob-waiting-1a2b3",
+		OwnerReferences: []metav1.OwnerReference{{Kind: trainer.TrainJobKind, Name: "waiting", UID: "uid-waiting", Controller: ptr.To(true)}}}}
+	discovery, workloads := "GET /apis/kueue.x-k8s.io", "GET /apis/kueue.x-k8s.io/v1beta2/namespaces/team/workloads"
+	for _, tc := range []struct {
+		name      string
+		items     []trainer.TrainJob
+		namesOnly bool
+		stages    []string
+		versions  []string
+		requests  []string
+		stage     stage.Stage
+	}{
+		{name: "no TrainJob in a LocalQueue", items: []trainer.TrainJob{plain}, versions: []string{"v1beta2"}},
+		{name: "the table", items: []trainer.TrainJob{plain, queued}, versions: []string{"v1beta2"},
+			requests: []string{discovery, workloads}, stage: stage.Queued},
+		{name: "names only", items: []trainer.TrainJob{queued}, namesOnly: true, versions: []string{"v1beta2"}},
+		{name: "names only, by stage", items: []trainer.TrainJob{queued}, namesOnly: true, stages: []string{"Queued"}, versions: []string{"v1beta2"},
+			requests: []string{discovery, workloads}, stage: stage.Queued},
+		{name: "Kueue not installed", items: []trainer.TrainJob{queued}, requests: []string{discovery}, stage: stage.Suspended},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			api := &kueuetest.API{Versions: tc.versions, Workloads: []kueue.Workload{wl}}
+			o := &ListOptions{Namespace: "team", Kueue: api.Client(), Stages: tc.stages}
+			o.stages = map[stage.Stage]bool{}
+			for _, s := range tc.stages {
+				st, _ := stage.ParseOf(stage.WithQueued, s)
+				o.stages[st] = true
+			}
+			if tc.namesOnly {
+				o.printer = &cliprinters.NamePrinter{}
+			}
+			q, err := o.readQueues(context.Background(), tc.items)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.requests, api.Requests()); diff != "" {
+				t.Errorf("requests (-want +got):\n%s", diff)
+			}
+			if tc.stage != "" {
+				if got := q.stageOf(&queued); got != tc.stage {
+					t.Errorf("stage of the queued TrainJob %s, want %s", got, tc.stage)
+				}
 			}
 		})
 	}
