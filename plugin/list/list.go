@@ -404,9 +404,10 @@ var columns = []metav1.TableColumnDefinition{
 	{Name: "Progress", Type: "string"},
 	{Name: "Age", Type: "string"},
 	{Name: "Queue", Type: "string", Priority: 1, Description: "The Kueue LocalQueue (label kueue.x-k8s.io/queue-name)"},
-	{Name: "Reason", Type: "string", Priority: 1},
 	{Name: "ETA", Type: "string", Priority: 1},
 	{Name: "Duration", Type: "string", Priority: 1},
+	// Last: a Queued TrainJob's reason is a sentence of Kueue's.
+	{Name: "Reason", Type: "string", Priority: 1},
 }
 
 const progressColumn = 5
@@ -423,7 +424,7 @@ func (o *ListOptions) table(ctx context.Context, nodes *runtimeDefaults, q *queu
 		n, gpus := nodes.of(ctx, tj)
 		st := q.stageOf(tj)
 		cells := []any{tj.Name, string(st), runtimeOf(tj), n, gpus, progressOf(tj),
-			printers.Age(tj.CreationTimestamp, now), queueOf(tj), q.reasonOf(tj, st), etaOf(tj), durationOf(tj, now)}
+			printers.Age(tj.CreationTimestamp, now), queueOf(tj), etaOf(tj), durationOf(tj, now), q.reasonOf(tj, st)}
 		if !progress && !o.Watch {
 			cells = slices.Delete(cells, progressColumn, progressColumn+1)
 		}

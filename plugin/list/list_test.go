@@ -185,23 +185,23 @@ func TestTable(t *testing.T) {
 		{
 			name:    "no progress reported: no PROGRESS column",
 			items:   []trainer.TrainJob{complete},
-			columns: []string{"Name", "Stage", "Runtime", "Nodes", "GPUs", "Age", "Queue", "Reason", "ETA", "Duration"},
-			rows:    [][]any{{"done", "Complete", "cluster", "2", "8", "120m", "-", "AllJobsCompleted", "-", "90m"}},
+			columns: []string{"Name", "Stage", "Runtime", "Nodes", "GPUs", "Age", "Queue", "ETA", "Duration", "Reason"},
+			rows:    [][]any{{"done", "Complete", "cluster", "2", "8", "120m", "-", "-", "90m", "AllJobsCompleted"}},
 		},
 		{
 			name:    "-w: PROGRESS, which may come",
 			watch:   true,
 			items:   []trainer.TrainJob{complete},
-			columns: []string{"Name", "Stage", "Runtime", "Nodes", "GPUs", "Progress", "Age", "Queue", "Reason", "ETA", "Duration"},
-			rows:    [][]any{{"done", "Complete", "cluster", "2", "8", "-", "120m", "-", "AllJobsCompleted", "-", "90m"}},
+			columns: []string{"Name", "Stage", "Runtime", "Nodes", "GPUs", "Progress", "Age", "Queue", "ETA", "Duration", "Reason"},
+			rows:    [][]any{{"done", "Complete", "cluster", "2", "8", "-", "120m", "-", "-", "90m", "AllJobsCompleted"}},
 		},
 		{
 			name:    "one TrainJob reports progress: PROGRESS for all",
 			items:   []trainer.TrainJob{complete, training},
-			columns: []string{"Name", "Stage", "Runtime", "Nodes", "GPUs", "Progress", "Age", "Queue", "Reason", "ETA", "Duration"},
+			columns: []string{"Name", "Stage", "Runtime", "Nodes", "GPUs", "Progress", "Age", "Queue", "ETA", "Duration", "Reason"},
 			rows: [][]any{
-				{"done", "Complete", "cluster", "2", "8", "-", "120m", "-", "AllJobsCompleted", "-", "90m"},
-				{"run", "Training", "trainingruntime/local", "3", "3", "40%", "120m", "-", "-", "10m", "120m"},
+				{"done", "Complete", "cluster", "2", "8", "-", "120m", "-", "-", "90m", "AllJobsCompleted"},
+				{"run", "Training", "trainingruntime/local", "3", "3", "40%", "120m", "-", "10m", "120m", "-"},
 			},
 		},
 		{
@@ -209,16 +209,16 @@ func TestTable(t *testing.T) {
 			queues: kueueSays,
 			items:  []trainer.TrainJob{inQueue("waiting", true), inQueue("stopped", true), running, inQueue("new", true)},
 			rows: [][]any{
-				{"waiting", "Queued", "cluster", "2", "8", "120m", "gpu", "insufficient unused quota for nvidia.com/gpu in flavor gpu-node, 16 more needed", "-", "120m"},
-				{"stopped", "Suspended", "cluster", "2", "8", "120m", "gpu", "-", "-", "120m"},
-				{"running", "Training", "cluster", "2", "8", "120m", "gpu", "-", "-", "120m"},
-				{"new", "Queued", "cluster", "2", "8", "120m", "gpu", "-", "-", "120m"},
+				{"waiting", "Queued", "cluster", "2", "8", "120m", "gpu", "-", "120m", "insufficient unused quota for nvidia.com/gpu in flavor gpu-node, 16 more needed"},
+				{"stopped", "Suspended", "cluster", "2", "8", "120m", "gpu", "-", "120m", "-"},
+				{"running", "Training", "cluster", "2", "8", "120m", "gpu", "-", "120m", "-"},
+				{"new", "Queued", "cluster", "2", "8", "120m", "gpu", "-", "120m", "-"},
 			},
 		},
 		{
 			name:  "in a Kueue LocalQueue, Workloads unknown (Kueue not installed): the TrainJob's own stage",
 			items: []trainer.TrainJob{inQueue("waiting", true)},
-			rows:  [][]any{{"waiting", "Suspended", "cluster", "2", "8", "120m", "gpu", "-", "-", "120m"}},
+			rows:  [][]any{{"waiting", "Suspended", "cluster", "2", "8", "120m", "gpu", "-", "120m", "-"}},
 		},
 	}
 	for _, tt := range tests {
