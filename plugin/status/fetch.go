@@ -95,18 +95,16 @@ func fetchQueue(ctx context.Context, kc *kueue.Client, tj *trainer.TrainJob) (*Q
 	)
 	lqName := tj.Labels[kueue.QueueLabel]
 	wg.Go(func() { wls, wlErr = kc.Workloads(ctx, tj.Namespace) })
-	wg.Go(func() {
-		if lq, err := kc.LocalQueue(ctx, tj.Namespace, lqName); err == nil {
-			q.LocalQueue = lq
-		}
-	})
-	if ptr.Deref(tj.Spec.Suspend, false) {
+	if lqName != "" {
 		wg.Go(func() {
-			var err error
-			if pending, err = kc.PendingWorkloads(ctx, tj.Namespace, lqName); err == nil {
-				q.VisibilityServed = true
+			if lq, err := kc.LocalQueue(ctx, tj.Namespace, lqName); err == nil {
+				q.LocalQueue = lq
 			}
 		})
+	}
+	if lqName != "" && ptr.Deref(tj.Spec.Suspend, false) {
+		// Any error leaves the position unknown ("pending"): the visibility API is often not served.
+		wg.Go(func() { pending, _ = kc.PendingWorkloads(ctx, tj.Namespace, lqName) })
 	}
 	wg.Wait()
 	switch {

@@ -95,7 +95,7 @@ Queue:
 `,
 	}, {
 		name: "waiting, with the position from the visibility API",
-		in: Objects{TrainJob: queuedTrainJob(), Queue: &QueueObjects{Served: true, Workload: waiting, LocalQueue: lq(), VisibilityServed: true,
+		in: Objects{TrainJob: queuedTrainJob(), Queue: &QueueObjects{Served: true, Workload: waiting, LocalQueue: lq(),
 			Pending: &kueue.PendingWorkload{ObjectMeta: metav1.ObjectMeta{Name: "trainjob-tj-1a2b3"}, PositionInClusterQueue: 2, PositionInLocalQueue: 1}}},
 		line: "Queued: " + noQuota,
 		queue: &Queue{LocalQueue: "gpu", ClusterQueue: "gpu-cq", Workload: "trainjob-tj-1a2b3", Priority: ptr.To[int32](0), Active: true,

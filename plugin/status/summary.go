@@ -207,9 +207,8 @@ type QueueObjects struct {
 	Unreadable string
 	// LocalQueue is the TrainJob's LocalQueue, nil when missing or unreadable.
 	LocalQueue *kueue.LocalQueue
-	// VisibilityServed tells whether Kueue's visibility API answered; Pending is the Workload's entry there.
-	VisibilityServed bool
-	Pending          *kueue.PendingWorkload
+	// Pending is the Workload's entry in Kueue's visibility API; nil when that is not served, or does not list it.
+	Pending *kueue.PendingWorkload
 }
 
 // stageOf is the TrainJob's stage: Queued when its Workload says Kueue holds it.
