@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -169,6 +170,29 @@ func Of(tj *trainer.TrainJob, wls []Workload) *Workload {
 		}
 	}
 	return nil
+}
+
+// preemptorUID finds the preempting Workload's UID in the message Kueue's preemption writes ("Preempted to
+// accommodate a workload (UID: …, JobUID: …) due to …").
+var preemptorUID = regexp.MustCompile(`\(UID: ([^,)\s]+)`)
+
+// Preemptor names what preempted a Workload, from the message of its eviction: the owner (Kind/name) of the
+// preempting Workload among wls, "" when the message names none of them (another namespace's, or gone).
+func Preemptor(message string, wls []Workload) string {
+	m := preemptorUID.FindStringSubmatch(message)
+	if m == nil {
+		return ""
+	}
+	for i := range wls {
+		if string(wls[i].UID) != m[1] {
+			continue
+		}
+		if ref := metav1.GetControllerOfNoCopy(&wls[i]); ref != nil {
+			return ref.Kind + "/" + ref.Name
+		}
+		return "Workload/" + wls[i].Name
+	}
+	return ""
 }
 
 // Queued tells whether tj is in a Kueue LocalQueue: it carries the queue label.

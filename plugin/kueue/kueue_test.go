@@ -136,3 +136,24 @@ func TestShort(t *testing.T) {
 		}
 	}
 }
+
+// TestPreemptor: the preemptor is named by its Workload's owner, found by the Workload's UID in Kueue's message.
+func TestPreemptor(t *testing.T) {
+	urgent := Workload{ObjectMeta: metav1.ObjectMeta{Name: "trainjob-urgent-4d5e6", UID: "0b1c",
+		OwnerReferences: []metav1.OwnerReference{{Kind: trainer.TrainJobKind, Name: "urgent", UID: "9f8e", Controller: ptr.To(true)}}}}
+	msg := "Preempted to accommodate a workload (UID: 0b1c, JobUID: 9f8e) due to prioritization in the ClusterQueue; preemptor path: /gpu-cq; preemptee path: /gpu-cq"
+	for _, tc := range []struct {
+		name, msg string
+		wls       []Workload
+		want      string
+	}{
+		{"the preemptor's Workload is there", msg, []Workload{urgent}, "TrainJob/urgent"},
+		{"it is not (another namespace, or gone)", msg, nil, ""},
+		{"the JobUID is not a Workload's UID", strings.Replace(msg, "UID: 0b1c", "UID: 7777", 1), []Workload{urgent}, ""},
+		{"not a preemption", "The workload is deactivated", []Workload{urgent}, ""},
+	} {
+		if got := Preemptor(tc.msg, tc.wls); got != tc.want {
+			t.Errorf("%s: Preemptor = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}

@@ -114,6 +114,7 @@ func fetchQueue(ctx context.Context, kc *kueue.Client, tj *trainer.TrainJob) (*Q
 	case wlErr != nil:
 		return nil, fmt.Errorf("list Kueue's Workloads: %w", wlErr)
 	}
+	q.Workloads = wls
 	if q.Workload = kueue.Of(tj, wls); q.Workload != nil {
 		for i := range pending {
 			if pending[i].Name == q.Workload.Name {

@@ -65,6 +65,8 @@ func TestQueue(t *testing.T) {
 		wlCond(kueue.ConditionEvicted, "Preempted", metav1.ConditionTrue, preemptedMsg, 60*time.Second),
 		wlCond(kueue.ConditionPreempted, "InClusterQueue", metav1.ConditionTrue, preemptedMsg, 60*time.Second))
 	preempted.Spec.PriorityClassRef = &kueue.PriorityClassRef{Name: "low"}
+	urgent := kueue.Workload{ObjectMeta: metav1.ObjectMeta{Name: "trainjob-urgent-4d5e6", Namespace: "ns", UID: "u2",
+		OwnerReferences: []metav1.OwnerReference{{Kind: trainer.TrainJobKind, Name: "urgent", UID: "j2", Controller: ptr.To(true)}}}}
 	stopped := workload(wlCond(kueue.ConditionQuotaReserved, "Pending", metav1.ConditionFalse, noQuota, 2*time.Second))
 	stopped.Spec.Active = ptr.To(false)
 	running := queuedTrainJob()
@@ -128,13 +130,14 @@ Queue:
 `,
 	}, {
 		name: "preempted: the eviction from its Event and its condition, once",
-		in: Objects{TrainJob: queuedTrainJob(), Queue: &QueueObjects{Served: true, Workload: preempted, LocalQueue: lq()},
+		in: Objects{TrainJob: queuedTrainJob(), Queue: &QueueObjects{Served: true, Workload: preempted, LocalQueue: lq(),
+			Workloads: []kueue.Workload{*preempted, urgent}},
 			Events: []corev1.Event{wlEvent(corev1.EventTypeNormal, "EvictedDueToPreempted", preemptedMsg, 60*time.Second, 0),
 				wlEvent(corev1.EventTypeNormal, "Preempted", preemptedMsg, 60*time.Second, 0)}},
 		line: "Queued: " + noQuota,
 		queue: &Queue{LocalQueue: "gpu", ClusterQueue: "gpu-cq", Workload: "trainjob-tj-1a2b3", Priority: ptr.To[int32](0), PriorityClass: "low",
 			Active: true, NotAdmitted: noQuota, Position: PositionPending,
-			Evictions: []Eviction{{Time: at(60 * time.Second), Reason: "Preempted", Message: preemptedMsg}}},
+			Evictions: []Eviction{{Time: at(60 * time.Second), Reason: "Preempted", By: "TrainJob/urgent", Message: preemptedMsg}}},
 		screen: `
 Queue:
   LocalQueue:     gpu
@@ -143,10 +146,10 @@ Queue:
   Priority:       0 (low)
   Position:       pending
   Admitted:       no
-  Evicted:        +1m0s Preempted: ` + preemptedMsg + `
+  Evicted:        +1m0s Preempted by TrainJob/urgent: ` + preemptedMsg + `
 `,
 	}, {
-		name: "preempted, its Event gone: the eviction from its condition",
+		name: "preempted, its Event gone: the eviction from its condition; the preemptor gone too",
 		in:   Objects{TrainJob: queuedTrainJob(), Queue: &QueueObjects{Served: true, Workload: preempted, LocalQueue: lq()}},
 		line: "Queued: " + noQuota,
 		queue: &Queue{LocalQueue: "gpu", ClusterQueue: "gpu-cq", Workload: "trainjob-tj-1a2b3", Priority: ptr.To[int32](0), PriorityClass: "low",

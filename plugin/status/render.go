@@ -125,7 +125,11 @@ func renderQueue(w io.Writer, q *Queue, since func(*metav1.Time) string) error {
 		t.Row("Admitted:", "no")
 	}
 	for _, e := range q.Evictions {
-		t.Row("Evicted:", since(&e.Time)+" "+joinReason(e.Reason, withCount(e.Message, e.Count)))
+		reason := e.Reason
+		if e.By != "" {
+			reason += " by " + e.By
+		}
+		t.Row("Evicted:", since(&e.Time)+" "+joinReason(reason, withCount(e.Message, e.Count)))
 	}
 	return t.Flush()
 }

@@ -122,7 +122,10 @@ type Queue struct {
 type Eviction struct {
 	Time metav1.Time `json:"time"`
 	// Reason is the Evicted condition's reason: Preempted, Deactivated, PodsReadyTimeout, ...
-	Reason  string `json:"reason"`
+	Reason string `json:"reason"`
+	// By names what preempted the Workload (Kind/name of the preempting Workload's owner, "TrainJob/urgent"),
+	// when it is in the same namespace.
+	By      string `json:"by,omitempty"`
 	Message string `json:"message,omitempty"`
 	Count   int32  `json:"count,omitempty"`
 }
@@ -201,9 +204,10 @@ type Objects struct {
 type QueueObjects struct {
 	// Served tells whether Kueue's API is served; nothing below is set when it is not.
 	Served bool
-	// Workload is the TrainJob's; nil while Kueue has not made it, or when Workloads cannot be read
-	// (Unreadable then says why).
+	// Workload is the TrainJob's, among Workloads, the namespace's; nil while Kueue has not made it, or when
+	// Workloads cannot be read (Unreadable then says why).
 	Workload   *kueue.Workload
+	Workloads  []kueue.Workload
 	Unreadable string
 	// LocalQueue is the TrainJob's LocalQueue, nil when missing or unreadable.
 	LocalQueue *kueue.LocalQueue
@@ -654,14 +658,14 @@ func summarizeQueue(in Objects, st stage.Stage) *Queue {
 				p.PositionInLocalQueue, q.LocalQueue)
 		}
 	}
-	q.Evictions = evictions(wl, in.Events)
+	q.Evictions = evictions(wl, qo.Workloads, in.Events)
 	return q
 }
 
 // evictions are the times Kueue evicted wl, oldest first: from its Events (EvictedDueTo<Reason>), which count
 // every eviction while the API server keeps them, and from its Evicted condition while it is True (an
-// eviction whose Event is gone, or not recorded yet).
-func evictions(wl *kueue.Workload, events []corev1.Event) []Eviction {
+// eviction whose Event is gone, or not recorded yet). A preemption names its preemptor when it is among wls.
+func evictions(wl *kueue.Workload, wls []kueue.Workload, events []corev1.Event) []Eviction {
 	evicted := meta.FindStatusCondition(wl.Status.Conditions, kueue.ConditionEvicted)
 	if evicted != nil && evicted.Status != metav1.ConditionTrue {
 		evicted = nil
@@ -685,6 +689,9 @@ func evictions(wl *kueue.Workload, events []corev1.Event) []Eviction {
 	}
 	if evicted != nil {
 		out = append(out, Eviction{Time: evicted.LastTransitionTime, Reason: evicted.Reason, Message: evicted.Message})
+	}
+	for i := range out {
+		out[i].By = kueue.Preemptor(out[i].Message, wls)
 	}
 	slices.SortStableFunc(out, func(a, b Eviction) int { return a.Time.Compare(b.Time.Time) })
 	return out

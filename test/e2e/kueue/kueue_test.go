@@ -183,10 +183,13 @@ func TestQueueing(t *testing.T) {
 		waitStage(t, urgent, stage.Training)
 		now := get(t, urgent).CreationTimestamp.Add(sinceCreation)
 		assertGolden(t, "preempted-list", normalize(ns, inProcess(t, ns, now, "list", "-o", "wide")))
-		assertGolden(t, "preempted-status", normalize(ns, screenHead(inProcess(t, ns, now, "status", second.Name))))
+		screen := inProcess(t, ns, now, "status", second.Name)
+		t.Logf("kubectl trainjob status %s:\n%s", second.Name, screen)
+		assertGolden(t, "preempted-status", normalize(ns, screenHead(screen)))
 		s := summary(t, ns, second.Name)
-		if s.Stage != stage.Queued || s.Queue == nil || len(s.Queue.Evictions) != 1 || s.Queue.Evictions[0].Reason != "Preempted" {
-			t.Errorf("status -o json: stage %s, queue %+v, want Queued after one eviction, Preempted", s.Stage, s.Queue)
+		if s.Stage != stage.Queued || s.Queue == nil || len(s.Queue.Evictions) != 1 || s.Queue.Evictions[0].Reason != "Preempted" ||
+			s.Queue.Evictions[0].By != "TrainJob/"+urgent.Name {
+			t.Errorf("status -o json: stage %s, queue %+v, want Queued after one eviction, Preempted by TrainJob/%s", s.Stage, s.Queue, urgent.Name)
 		}
 		if !hasTimeline(s, status.SourceWorkloadCondition, "Workload Evicted=True", "Preempted") &&
 			!hasTimeline(s, status.SourceWorkloadEvent, "Workload Event Normal", "EvictedDueToPreempted") {
