@@ -3,6 +3,11 @@
 // Kubeflow Trainer writes too. The operator's by-stage metric and the CLI's
 // list and status use it, so they can never disagree. It must not read
 // anything that only this project's operator writes.
+//
+// One stage needs more than the TrainJob: Queued, a TrainJob that Kueue holds
+// suspended until its ClusterQueue admits it, is told apart from Suspended by
+// its Kueue Workload (InQueue). Readers of Workloads (the CLI's list and
+// status) show it; Of, and so the operator's metric, count it as Suspended.
 package stage
 
 import (
@@ -22,6 +27,8 @@ const (
 	// Pending: no Job of the TrainJob has started yet. A Job whose pods wait for a node (unschedulable,
 	// pulling images) is active but has not started: JobSet counts it active, not ready.
 	Pending Stage = "Pending"
+	// Queued: Kueue holds the TrainJob suspended until its ClusterQueue admits it (InQueue).
+	Queued Stage = "Queued"
 	// Suspended: spec.suspend is true.
 	Suspended Stage = "Suspended"
 	// Initializing: a dataset or model initializer Job has started, no trainer Job yet.
@@ -34,8 +41,11 @@ const (
 	Failed   Stage = "Failed"
 )
 
-// All lists every stage in pipeline order.
+// All lists every stage Of derives from the TrainJob alone, in pipeline order.
 var All = []Stage{Pending, Suspended, Initializing, Training, Complete, Failed}
+
+// WithQueued lists All and Queued, in pipeline order: the stages a reader of Kueue's Workloads shows.
+var WithQueued = []Stage{Pending, Queued, Suspended, Initializing, Training, Complete, Failed}
 
 // Terminal tells whether a TrainJob in stage s will not change any more.
 func (s Stage) Terminal() bool { return s == Complete || s == Failed }
@@ -114,18 +124,49 @@ func Of(tj *trainer.TrainJob) Stage {
 	return Pending
 }
 
-// Names are the names of the stages, in pipeline order.
-func Names() []string {
-	names := make([]string, len(All))
-	for k, s := range All {
+// Workload is what InQueue needs of the Kueue Workload of a TrainJob.
+type Workload struct {
+	// Admitted: its Admitted condition is True, and it is not being evicted (Evicted is not True).
+	Admitted bool
+	// Inactive: its spec.active is false: someone stopped it (kubectl trainjob suspend, kueuectl stop
+	// workload), and Kueue will not admit it until it is active again.
+	Inactive bool
+}
+
+// InQueue returns the stage of tj, which a Kueue LocalQueue queues (it has Kueue's queue label and Kueue's
+// Workloads are served), given its Workload (nil: Kueue has not made it yet). A TrainJob that Kueue keeps
+// suspended (spec.suspend, set by Kueue's webhook at creation and again at eviction) while its Workload is
+// active and not admitted is Queued; one whose Workload was stopped is Suspended, as Of says.
+func InQueue(tj *trainer.TrainJob, wl *Workload) Stage {
+	st := Of(tj)
+	if st != Suspended || !ptr.Deref(tj.Spec.Suspend, false) {
+		return st
+	}
+	if wl != nil && (wl.Inactive || wl.Admitted) {
+		// Admitted but still suspended: Kueue is about to resume it.
+		return st
+	}
+	return Queued
+}
+
+// Names are the names of the stages of All, in pipeline order.
+func Names() []string { return NamesOf(All) }
+
+// NamesOf are the names of stages.
+func NamesOf(stages []Stage) []string {
+	names := make([]string, len(stages))
+	for k, s := range stages {
 		names[k] = string(s)
 	}
 	return names
 }
 
-// Parse reads a stage name, in any case.
-func Parse(name string) (Stage, bool) {
-	for _, s := range All {
+// Parse reads a stage name of All, in any case.
+func Parse(name string) (Stage, bool) { return ParseOf(All, name) }
+
+// ParseOf reads the name of one of stages, in any case.
+func ParseOf(stages []Stage, name string) (Stage, bool) {
+	for _, s := range stages {
 		if strings.EqualFold(name, string(s)) {
 			return s, true
 		}

@@ -99,3 +99,50 @@ func TestParse(t *testing.T) {
 		}
 	}
 }
+
+// TestInQueue: a TrainJob in a Kueue LocalQueue is Queued while Kueue keeps it suspended and its Workload,
+// active, is not admitted; stopped through its Workload it is Suspended; otherwise its stage is Of's.
+func TestInQueue(t *testing.T) {
+	suspendedBy := func(suspend bool, conds ...metav1.Condition) *trainer.TrainJob {
+		return &trainer.TrainJob{Spec: trainer.TrainJobSpec{Suspend: ptr.To(suspend)}, Status: trainer.TrainJobStatus{Conditions: conds}}
+	}
+	suspendedCond := metav1.Condition{Type: trainer.TrainJobSuspended, Status: metav1.ConditionTrue, Reason: trainer.TrainJobSuspendedReason}
+	complete := metav1.Condition{Type: trainer.TrainJobComplete, Status: metav1.ConditionTrue, Reason: "AllJobsCompleted"}
+	running := suspendedBy(false)
+	running.Status.JobsStatus = []trainer.JobStatus{{Name: trainer.Node, Ready: ptr.To[int32](1), Active: ptr.To[int32](1)}}
+	cases := []struct {
+		name string
+		tj   *trainer.TrainJob
+		wl   *Workload
+		want Stage
+	}{
+		{name: "suspended by Kueue's webhook, no Workload yet", tj: suspendedBy(true), want: Queued},
+		{name: "suspended, the Workload waits for quota", tj: suspendedBy(true, suspendedCond), wl: &Workload{}, want: Queued},
+		{name: "stopped through the Workload (spec.active=false)", tj: suspendedBy(true, suspendedCond), wl: &Workload{Inactive: true}, want: Suspended},
+		{name: "admitted, Kueue has not resumed it yet", tj: suspendedBy(true, suspendedCond), wl: &Workload{Admitted: true}, want: Suspended},
+		{name: "admitted and resumed, the controller has not seen it yet: Suspended by its condition, not by Kueue",
+			tj: suspendedBy(false, suspendedCond), wl: &Workload{Admitted: true}, want: Suspended},
+		{name: "admitted and running", tj: running, wl: &Workload{Admitted: true}, want: Training},
+		{name: "finished while suspended", tj: suspendedBy(true, complete), wl: &Workload{}, want: Complete},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := InQueue(tc.tj, tc.wl); got != tc.want {
+				t.Errorf("InQueue = %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestParseOf: Queued is a stage only where Workloads are read.
+func TestParseOf(t *testing.T) {
+	if _, ok := Parse("queued"); ok {
+		t.Error("Parse accepts Queued, which Of never returns")
+	}
+	if st, ok := ParseOf(WithQueued, "queued"); !ok || st != Queued {
+		t.Errorf("ParseOf(WithQueued, queued) = %q, %v", st, ok)
+	}
+	if got, want := len(WithQueued), len(All)+1; got != want {
+		t.Errorf("WithQueued has %d stages, want All's %d and Queued", got, want)
+	}
+}

@@ -12,10 +12,8 @@ import (
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/completion"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/kueue"
 )
-
-// QueueLabel is the label Kueue reads the LocalQueue of a workload from.
-const QueueLabel = "kueue.x-k8s.io/queue-name"
 
 // gpuResource is the resource --gpus-per-node sets.
 const gpuResource corev1.ResourceName = "nvidia.com/gpu"
@@ -90,7 +88,7 @@ func (s *spec) trainJob() (*trainer.TrainJob, error) {
 		if tj.Labels == nil {
 			tj.Labels = map[string]string{}
 		}
-		tj.Labels[QueueLabel] = s.queue
+		tj.Labels[kueue.QueueLabel] = s.queue
 	}
 	if tj.Annotations, err = keyValues("--annotation", s.annotations, false); err != nil {
 		return nil, err

@@ -24,6 +24,7 @@ import (
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/scheme"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/completion"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/kueue"
 )
 
 const createLong = `Create a TrainJob from flags or from a file.
@@ -76,6 +77,7 @@ type CreateOptions struct {
 	color          bool
 	printer        printers.ResourcePrinter
 	client         client.WithWatch
+	kueue          *kueue.Client
 	stdin          io.Reader
 
 	cmdutil.Streams
@@ -128,7 +130,7 @@ func NewCmdCreateWithOptions(f cmdutil.Factory, o *CreateOptions) *cobra.Command
 	fl.BoolVar(&s.suspend, "suspend", false, "Create the TrainJob suspended")
 	fl.StringArrayVar(&s.labels, "label", nil, "Label of the TrainJob, KEY=VALUE (repeatable)")
 	fl.StringArrayVar(&s.annotations, "annotation", nil, "Annotation of the TrainJob, KEY=VALUE (repeatable)")
-	fl.StringVar(&s.queue, "queue", "", "Kueue LocalQueue (sets the label "+QueueLabel+")")
+	fl.StringVar(&s.queue, "queue", "", "Kueue LocalQueue (sets the label "+kueue.QueueLabel+")")
 	fl.StringVarP(&o.Filename, "filename", "f", "", "File with one TrainJob, or - for stdin")
 	fl.StringVar(&o.DryRun, "dry-run", o.DryRun, `"none", "client" (print the object, send nothing) or "server" (the API server checks it, nothing is stored)`)
 	fl.Lookup("dry-run").NoOptDefVal = dryRunClient
@@ -192,7 +194,10 @@ func (o *CreateOptions) Complete(f cmdutil.Factory, cmd *cobra.Command, args []s
 	if o.printer, err = o.PrintFlags.WithTypeSetter(f.Scheme()).ToPrinter(); err != nil {
 		return err
 	}
-	o.client, err = f.Client()
+	if o.client, err = f.Client(); err != nil {
+		return err
+	}
+	o.kueue, err = kueue.NewClient(f)
 	return err
 }
 

@@ -27,7 +27,7 @@ func (o *CreateOptions) wait(ctx context.Context, namespace, name string) error 
 	if o.Follow {
 		out = o.Out
 	}
-	st, err := status.Follow(ctx, o.client, namespace, name, out, o.Clock, o.color)
+	st, err := status.Follow(ctx, o.client, o.kueue, namespace, name, out, o.Clock, o.color)
 	switch {
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return cmdutil.WithExitCode(cmdutil.ExitTimeout, fmt.Errorf("timed out after %s waiting for TrainJob %s to end (it is %s)", o.Timeout, name, st))

@@ -8,10 +8,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -19,6 +16,8 @@ import (
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/scheme"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/kueue"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/kueue/kueuetest"
 )
 
 // notFoundHint ends the message of a TrainJob not found in namespace ns.
@@ -158,7 +157,7 @@ func TestSuspendPatch(t *testing.T) {
 		LastTransitionTime: metav1.NewTime(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))}}
 	paused := trainJob("ns", "paused", nil)
 	paused.Spec.Suspend = ptr.To(true)
-	queued := trainJob("ns", "queued", map[string]string{QueueLabel: "gpu-queue"})
+	queued := trainJob("ns", "queued", map[string]string{kueue.QueueLabel: "gpu-queue"})
 	tests := []struct {
 		name        string
 		suspend     bool
@@ -210,56 +209,46 @@ func TestSuspendPatch(t *testing.T) {
 // TestSuspendThroughWorkload: a TrainJob queued by Kueue is suspended and resumed through its Workload's
 // spec.active, which Kueue acts on; its spec.suspend, Kueue's, is left alone.
 func TestSuspendThroughWorkload(t *testing.T) {
-	gvk := schema.GroupVersionKind{Group: "kueue.x-k8s.io", Version: "v1beta2", Kind: "Workload"}
-	queued := trainJob("ns", "queued", map[string]string{QueueLabel: "gpu"})
+	queued := trainJob("ns", "queued", map[string]string{kueue.QueueLabel: "gpu"})
 	queued.UID = "uid-queued"
-	workload := func(active *bool) *unstructured.Unstructured {
-		wl := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{}}}
-		if active != nil {
-			wl.Object["spec"] = map[string]any{"active": *active}
-		}
-		wl.SetGroupVersionKind(gvk)
-		wl.SetNamespace("ns")
-		wl.SetName("trainjob-queued-1a2b3")
-		wl.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: trainer.GroupVersion.String(), Kind: "TrainJob", Name: "queued",
-			UID: queued.UID, Controller: ptr.To(true)}})
-		return wl
-	}
 	tests := []struct {
-		name       string
-		suspend    bool
-		active     *bool
-		wantActive bool
-		out        string
+		name    string
+		suspend bool
+		active  *bool
+		patch   string
+		out     string
 	}{
-		{name: "suspend", suspend: true, wantActive: false,
+		{name: "suspend", suspend: true, patch: `{"spec":{"active":false}}`,
 			out: "trainjob.trainer.kubeflow.org/queued suspended through Kueue: workload.kueue.x-k8s.io/trainjob-queued-1a2b3 spec.active=false (Kueue suspends it)\n"},
-		{name: "resume", active: ptr.To(false), wantActive: true,
+		{name: "resume", active: ptr.To(false), patch: `{"spec":{"active":true}}`,
 			out: "trainjob.trainer.kubeflow.org/queued resumed through Kueue: workload.kueue.x-k8s.io/trainjob-queued-1a2b3 spec.active=true (it runs once Kueue admits it)\n"},
-		{name: "resume an active one", active: ptr.To(true), wantActive: true,
+		{name: "resume an active one", active: ptr.To(true),
 			out: "trainjob.trainer.kubeflow.org/queued already resumed (Kueue's workload.kueue.x-k8s.io/trainjob-queued-1a2b3 has spec.active=true)\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			mapper := meta.NewDefaultRESTMapper(nil)
-			mapper.Add(gvk, meta.RESTScopeNamespace)
-			mapper.Add(trainer.GroupVersion.WithKind("TrainJob"), meta.RESTScopeNamespace)
-			c := fake.NewClientBuilder().WithScheme(scheme.New()).WithRESTMapper(mapper).WithObjects(queued, workload(tt.active)).Build()
+			wl := kueue.Workload{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "trainjob-queued-1a2b3",
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: trainer.GroupVersion.String(), Kind: "TrainJob", Name: "queued",
+					UID: queued.UID, Controller: ptr.To(true)}}}}
+			wl.Spec.Active = tt.active
+			api := &kueuetest.API{Versions: []string{"v1beta2", "v1beta1"}, Workloads: []kueue.Workload{wl}}
+			c := cluster(queued)
 			out := &bytes.Buffer{}
-			o := &SuspendOptions{Streams: genericiooptions.IOStreams{Out: out, ErrOut: &bytes.Buffer{}}, Suspend: tt.suspend, Namespace: "ns", Client: c}
+			o := &SuspendOptions{Streams: genericiooptions.IOStreams{Out: out, ErrOut: &bytes.Buffer{}}, Suspend: tt.suspend, Namespace: "ns",
+				Client: c, Kueue: api.Client()}
 			if err := o.patch(context.Background(), "queued"); err != nil {
 				t.Fatal(err)
 			}
 			if diff := cmp.Diff(tt.out, out.String()); diff != "" {
 				t.Errorf("stdout (-want +got):\n%s", diff)
 			}
-			got := &unstructured.Unstructured{}
-			got.SetGroupVersionKind(gvk)
-			if err := c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "trainjob-queued-1a2b3"}, got); err != nil {
-				t.Fatal(err)
+			// Kueue's group, the namespace's Workloads, and the patch if any.
+			want := []string{"GET /apis/kueue.x-k8s.io", "GET /apis/kueue.x-k8s.io/v1beta2/namespaces/ns/workloads"}
+			if tt.patch != "" {
+				want = append(want, "PATCH /apis/kueue.x-k8s.io/v1beta2/namespaces/ns/workloads/trainjob-queued-1a2b3 "+tt.patch)
 			}
-			if active, _, _ := unstructured.NestedBool(got.Object, "spec", "active"); active != tt.wantActive {
-				t.Errorf("spec.active = %v, want %v", active, tt.wantActive)
+			if diff := cmp.Diff(want, api.Requests()); diff != "" {
+				t.Errorf("requests (-want +got):\n%s", diff)
 			}
 			tj := &trainer.TrainJob{}
 			if err := c.Get(context.Background(), client.ObjectKeyFromObject(queued), tj); err != nil {

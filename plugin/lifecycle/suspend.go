@@ -15,10 +15,8 @@ import (
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/stage"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/completion"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/kueue"
 )
-
-// QueueLabel is Kueue's queue label: Kueue suspends and resumes such TrainJobs itself.
-const QueueLabel = "kueue.x-k8s.io/queue-name"
 
 // SuspendOptions are the flags and resolved inputs of `suspend` and `resume`.
 type SuspendOptions struct {
@@ -30,6 +28,8 @@ type SuspendOptions struct {
 
 	Namespace string
 	Client    client.WithWatch
+	// Kueue reads and sets the Workloads of TrainJobs in a Kueue LocalQueue; nil: none.
+	Kueue *kueue.Client
 }
 
 // NewCmdSuspend is `kubectl trainjob suspend`.
@@ -75,7 +75,12 @@ func newCmdSuspend(f cmdutil.Factory, o *SuspendOptions, cmd *cobra.Command) *co
 func (o *SuspendOptions) Complete(f cmdutil.Factory, args []string) error {
 	o.Names = args
 	var err error
-	o.Namespace, o.Client, err = cmdutil.NamespaceAndClient(f, o.Client)
+	if o.Namespace, o.Client, err = cmdutil.NamespaceAndClient(f, o.Client); err != nil {
+		return err
+	}
+	if o.Kueue == nil {
+		o.Kueue, err = kueue.NewClient(f)
+	}
 	return err
 }
 
@@ -99,10 +104,10 @@ func (o *SuspendOptions) patch(ctx context.Context, name string) error {
 	if st := stage.Of(tj); st.Terminal() {
 		return fmt.Errorf("%s %q is %s: a finished TrainJob cannot be %s", cmdutil.Resource, name, st, verb)
 	}
-	if _, queued := tj.Labels[QueueLabel]; queued {
-		wl, err := workloadOf(ctx, o.Client, tj)
+	if kueue.Queued(tj) && o.Kueue != nil {
+		wl, err := o.Kueue.WorkloadOf(ctx, tj)
 		if err != nil {
-			return err
+			return fmt.Errorf("the Kueue Workload of TrainJob %q: %w", name, err)
 		}
 		if wl != nil {
 			return o.setWorkloadActive(ctx, tj, wl)
@@ -117,9 +122,9 @@ func (o *SuspendOptions) patch(ctx context.Context, name string) error {
 		return cmdutil.DescribeError(err, o.Namespace, name)
 	}
 	fmt.Fprintf(o.Streams.Out, "trainjob.trainer.kubeflow.org/%s %s\n", name, verb)
-	if _, queued := tj.Labels[QueueLabel]; queued {
+	if kueue.Queued(tj) {
 		fmt.Fprintf(o.Streams.ErrOut, "note: %s is queued by Kueue (%s=%s), which decides when it runs and may change spec.suspend again\n",
-			name, QueueLabel, tj.Labels[QueueLabel])
+			name, kueue.QueueLabel, tj.Labels[kueue.QueueLabel])
 	}
 	return nil
 }

@@ -1,5 +1,10 @@
 // Package list is `kubectl trainjob list` (aliases ls, get): TrainJobs as kubectl get shows resources, with
 // the stage each one is in.
+//
+// Requests: one LIST of TrainJobs per page, one GET per runtime the table needs, and, only when some listed
+// TrainJob is in a Kueue LocalQueue (plugin/kueue) and the table or --stage needs its Workload, one discovery
+// request for Kueue's API group and, where it is served, one LIST of the Workloads of the namespace (of every
+// namespace with -A).
 package list
 
 import (
@@ -18,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	cliprinters "k8s.io/cli-runtime/pkg/printers"
 	"k8s.io/utils/clock"
@@ -28,6 +34,7 @@ import (
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/stage"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/completion"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/kueue"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/printers"
 )
 
@@ -60,6 +67,8 @@ type ListOptions struct {
 	Clock     clock.PassiveClock
 	Namespace string
 	Client    client.WithWatch
+	// Kueue reads the Workloads of TrainJobs in a Kueue LocalQueue; nil reads none.
+	Kueue *kueue.Client
 
 	stages  map[stage.Stage]bool
 	printer cliprinters.ResourcePrinter // nil: the table
@@ -87,9 +96,13 @@ func NewCmdListWithOptions(f cmdutil.Factory, o *ListOptions) *cobra.Command {
 		Use:     "list",
 		Aliases: []string{"ls", "get"},
 		Short:   "List TrainJobs with their stage, runtime, nodes, GPUs and progress",
-		Long: `List TrainJobs as kubectl get does, with the stage each one is in (Pending, Suspended,
+		Long: `List TrainJobs as kubectl get does, with the stage each one is in (Pending, Queued, Suspended,
 Initializing, Training, Complete, Failed), its runtime, its number of nodes and of GPUs, and its
 progress when the trainer reports one.
+
+A TrainJob in a Kueue LocalQueue (label kueue.x-k8s.io/queue-name) that Kueue holds suspended until
+its ClusterQueue admits it is Queued; -o wide shows its LocalQueue (QUEUE) and why Kueue has not
+admitted it (REASON, from its Workload). One stopped through its Workload is Suspended.
 
 NODES is spec.trainer.numNodes, else the runtime's mlPolicy.numNodes when the runtime can be read.
 GPUS is the number of GPUs the TrainJob's pods ask for, as the operator builds them (render shows
@@ -121,12 +134,12 @@ A dash means unknown.`,
 	cmd.Flags().BoolVar(&o.NoHeaders, "no-headers", o.NoHeaders, "Print the table without its header.")
 	cmd.Flags().BoolVarP(&o.Watch, "watch", "w", o.Watch, "After listing, watch for changes and append a row for each.")
 	cmd.Flags().Int64Var(&o.ChunkSize, "chunk-size", o.ChunkSize, "Read the list in pages of this many TrainJobs (0: all at once).")
-	_ = cmd.RegisterFlagCompletionFunc("stage", cobra.FixedCompletions(stage.Names(), cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("stage", cobra.FixedCompletions(stage.NamesOf(stage.WithQueued), cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(append([]string{"wide"}, o.PrintFlags.AllowedFormats()...), cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 
-func stageNames() string { return strings.Join(stage.Names(), ", ") }
+func stageNames() string { return strings.Join(stage.NamesOf(stage.WithQueued), ", ") }
 
 // Complete resolves the namespace, the client and the printer.
 func (o *ListOptions) Complete(f cmdutil.Factory, _ *cobra.Command) error {
@@ -137,9 +150,14 @@ func (o *ListOptions) Complete(f cmdutil.Factory, _ *cobra.Command) error {
 	if o.AllNamespaces {
 		o.Namespace = ""
 	}
+	if o.Kueue == nil {
+		if o.Kueue, err = kueue.NewClient(f); err != nil {
+			return err
+		}
+	}
 	o.stages = map[stage.Stage]bool{}
 	for _, name := range o.Stages {
-		st, ok := stage.Parse(name)
+		st, ok := stage.ParseOf(stage.WithQueued, name)
 		if !ok {
 			return fmt.Errorf("unknown stage %q: use one of %s", name, stageNames())
 		}
@@ -180,6 +198,11 @@ func (o *ListOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	q, err := o.readQueues(ctx, items)
+	if err != nil {
+		return err
+	}
+	items = slices.DeleteFunc(items, func(tj trainer.TrainJob) bool { return !o.keep(q, &tj) })
 	w := cliprinters.GetNewTabWriter(o.Streams.Out)
 	var table cliprinters.ResourcePrinter
 	if o.printer == nil {
@@ -187,7 +210,7 @@ func (o *ListOptions) Run(ctx context.Context) error {
 	}
 	if len(items) == 0 {
 		o.noneFound()
-	} else if err := o.print(ctx, w, table, nodes, items, true); err != nil {
+	} else if err := o.print(ctx, w, table, nodes, q, items, true); err != nil {
 		return err
 	}
 	if err := w.Flush(); err != nil {
@@ -196,7 +219,7 @@ func (o *ListOptions) Run(ctx context.Context) error {
 	if !o.Watch {
 		return nil
 	}
-	return o.watch(ctx, w, table, nodes, resourceVersion)
+	return o.watch(ctx, w, table, nodes, q, resourceVersion)
 }
 
 // noneFound says so on stderr, as kubectl does.
@@ -208,8 +231,89 @@ func (o *ListOptions) noneFound() {
 	fmt.Fprintf(o.Streams.ErrOut, "No resources found in %s namespace.\n", o.Namespace)
 }
 
-func (o *ListOptions) keep(tj *trainer.TrainJob) bool {
-	return len(o.stages) == 0 || o.stages[stage.Of(tj)]
+// keep tells whether tj is in one of the stages asked for.
+func (o *ListOptions) keep(q *queues, tj *trainer.TrainJob) bool {
+	return len(o.stages) == 0 || o.stages[q.stageOf(tj)]
+}
+
+// mayKeep tells whether tj may be in one of the stages asked for, before its Workload is read: a TrainJob
+// whose Workload makes it Queued is Suspended without it.
+func (o *ListOptions) mayKeep(tj *trainer.TrainJob) bool {
+	st := stage.Of(tj)
+	return len(o.stages) == 0 || o.stages[st] || o.stages[stage.Queued] && st == stage.Suspended && kueue.Queued(tj)
+}
+
+// needsWorkloads tells whether what is printed of items depends on Kueue's Workloads: some TrainJob is in a
+// LocalQueue, and the table shows its stage or --stage chooses by it (a Suspended one may be Queued).
+func (o *ListOptions) needsWorkloads(items []trainer.TrainJob) bool {
+	byStage := o.stages[stage.Queued] || o.stages[stage.Suspended]
+	return slices.ContainsFunc(items, func(tj trainer.TrainJob) bool {
+		return kueue.Queued(&tj) && (o.printer == nil || byStage && stage.Of(&tj) == stage.Suspended)
+	})
+}
+
+// readQueues reads the Workloads of the namespace (or of every namespace) in one request, when what is
+// printed of items depends on them and Kueue's API is served. Kueue not installed, or Workloads the user may
+// not read, leave the TrainJobs' stages as the TrainJobs alone say.
+func (o *ListOptions) readQueues(ctx context.Context, items []trainer.TrainJob) (*queues, error) {
+	if !o.needsWorkloads(items) {
+		return nil, nil
+	}
+	q := o.newQueues(ctx)
+	if q == nil {
+		return nil, nil
+	}
+	wls, err := o.Kueue.Workloads(ctx, o.Namespace)
+	if apierrors.IsForbidden(err) || apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list Kueue's Workloads: %w", err)
+	}
+	for i := range items {
+		if wl := kueue.Of(&items[i], wls); wl != nil {
+			q.workloads[items[i].UID] = wl
+		}
+	}
+	return q, nil
+}
+
+// newQueues is an empty queues when Kueue's API is served, else nil.
+func (o *ListOptions) newQueues(ctx context.Context) *queues {
+	if o.Kueue == nil {
+		return nil
+	}
+	if served, err := o.Kueue.Served(ctx); !served || err != nil {
+		return nil
+	}
+	return &queues{kueue: o.Kueue, workloads: map[types.UID]*kueue.Workload{}}
+}
+
+// queues is what Kueue says of the listed TrainJobs: their Workloads. A nil *queues knows nothing: stages are
+// the TrainJobs' own.
+type queues struct {
+	kueue     *kueue.Client
+	workloads map[types.UID]*kueue.Workload
+}
+
+// stageOf is tj's stage, Queued when its Workload says so.
+func (q *queues) stageOf(tj *trainer.TrainJob) stage.Stage {
+	if q == nil || !kueue.Queued(tj) {
+		return stage.Of(tj)
+	}
+	return stage.InQueue(tj, q.workloads[tj.UID].Stage())
+}
+
+// refresh reads the Workload of a TrainJob that changed while watched, when it is in a LocalQueue and
+// suspended: Kueue suspends it when it evicts its Workload, or when someone stops it, and only the Workload
+// tells which.
+func (q *queues) refresh(ctx context.Context, tj *trainer.TrainJob) {
+	if q == nil || !kueue.Queued(tj) || stage.Of(tj) != stage.Suspended {
+		return
+	}
+	if wl, err := q.kueue.WorkloadOf(ctx, tj); err == nil {
+		q.workloads[tj.UID] = wl
+	}
 }
 
 func (o *ListOptions) listOptions() []client.ListOption {
@@ -244,7 +348,7 @@ func (o *ListOptions) list(ctx context.Context, nodes *runtimeDefaults) ([]train
 		if err := o.Client.List(ctx, l, opts...); err != nil {
 			return nil, "", o.describeListError(err)
 		}
-		page := slices.DeleteFunc(l.Items, func(tj trainer.TrainJob) bool { return !o.keep(&tj) })
+		page := slices.DeleteFunc(l.Items, func(tj trainer.TrainJob) bool { return !o.mayKeep(&tj) })
 		if o.printer == nil {
 			nodes.prefetch(ctx, page)
 		}
@@ -266,7 +370,7 @@ func (o *ListOptions) describeListError(err error) error {
 }
 
 // print writes items: each through the -o printer, or as rows of one table.
-func (o *ListOptions) print(ctx context.Context, w *tabwriter.Writer, table cliprinters.ResourcePrinter, nodes *runtimeDefaults, items []trainer.TrainJob, asList bool) error {
+func (o *ListOptions) print(ctx context.Context, w *tabwriter.Writer, table cliprinters.ResourcePrinter, nodes *runtimeDefaults, q *queues, items []trainer.TrainJob, asList bool) error {
 	if o.printer != nil {
 		if asList && !o.namePrinter() {
 			l := &corev1.List{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "List"}}
@@ -283,7 +387,7 @@ func (o *ListOptions) print(ctx context.Context, w *tabwriter.Writer, table clip
 		}
 		return nil
 	}
-	return table.PrintObj(o.table(ctx, nodes, items), w)
+	return table.PrintObj(o.table(ctx, nodes, q, items), w)
 }
 
 func (o *ListOptions) namePrinter() bool { return ptr.Deref(o.PrintFlags.OutputFormat, "") == "name" }
@@ -297,14 +401,16 @@ var columns = []metav1.TableColumnDefinition{
 	{Name: "GPUs", Type: "string"},
 	{Name: "Progress", Type: "string"},
 	{Name: "Age", Type: "string"},
-	{Name: "Reason", Type: "string", Priority: 1},
+	{Name: "Queue", Type: "string", Priority: 1, Description: "The Kueue LocalQueue (label kueue.x-k8s.io/queue-name)"},
 	{Name: "ETA", Type: "string", Priority: 1},
 	{Name: "Duration", Type: "string", Priority: 1},
+	// Last: a Queued TrainJob's reason is a sentence of Kueue's.
+	{Name: "Reason", Type: "string", Priority: 1},
 }
 
 const progressColumn = 5
 
-func (o *ListOptions) table(ctx context.Context, nodes *runtimeDefaults, items []trainer.TrainJob) *metav1.Table {
+func (o *ListOptions) table(ctx context.Context, nodes *runtimeDefaults, q *queues, items []trainer.TrainJob) *metav1.Table {
 	now := o.Clock.Now()
 	progress := slices.ContainsFunc(items, func(tj trainer.TrainJob) bool { return tj.Status.TrainerStatus != nil })
 	t := &metav1.Table{ColumnDefinitions: slices.Clone(columns)}
@@ -314,8 +420,9 @@ func (o *ListOptions) table(ctx context.Context, nodes *runtimeDefaults, items [
 	for i := range items {
 		tj := &items[i]
 		n, gpus := nodes.of(ctx, tj)
-		cells := []any{tj.Name, string(stage.Of(tj)), runtimeOf(tj), n, gpus, progressOf(tj),
-			printers.Age(tj.CreationTimestamp, now), reasonOf(tj), etaOf(tj), durationOf(tj, now)}
+		st := q.stageOf(tj)
+		cells := []any{tj.Name, string(st), runtimeOf(tj), n, gpus, progressOf(tj),
+			printers.Age(tj.CreationTimestamp, now), queueOf(tj), etaOf(tj), durationOf(tj, now), q.reasonOf(tj, st)}
 		if !progress && !o.Watch {
 			cells = slices.Delete(cells, progressColumn, progressColumn+1)
 		}
@@ -347,9 +454,23 @@ func etaOf(tj *trainer.TrainJob) string {
 	return printers.None
 }
 
-// reasonOf is the reason of the condition that puts the TrainJob in its stage, if any.
-func reasonOf(tj *trainer.TrainJob) string {
-	st := stage.Of(tj)
+// queueOf is the TrainJob's Kueue LocalQueue.
+func queueOf(tj *trainer.TrainJob) string {
+	if lq := tj.Labels[kueue.QueueLabel]; lq != "" {
+		return lq
+	}
+	return printers.None
+}
+
+// reasonOf is why the TrainJob is in stage st: for a Queued one, why Kueue has not admitted its Workload,
+// shortened; otherwise the reason of the condition that puts it there, if any.
+func (q *queues) reasonOf(tj *trainer.TrainJob, st stage.Stage) string {
+	if st == stage.Queued && q != nil {
+		if wl := q.workloads[tj.UID]; wl != nil && wl.NotAdmitted() != "" {
+			return kueue.Short(wl.NotAdmitted())
+		}
+		return printers.None
+	}
 	for _, c := range tj.Status.Conditions {
 		if c.Status == metav1.ConditionTrue && c.Type == string(st) {
 			return c.Reason
@@ -370,7 +491,7 @@ func durationOf(tj *trainer.TrainJob, now time.Time) string {
 }
 
 // watch appends a row (or a document) for every change after resourceVersion, until interrupted.
-func (o *ListOptions) watch(ctx context.Context, w *tabwriter.Writer, table cliprinters.ResourcePrinter, nodes *runtimeDefaults, resourceVersion string) error {
+func (o *ListOptions) watch(ctx context.Context, w *tabwriter.Writer, table cliprinters.ResourcePrinter, nodes *runtimeDefaults, q *queues, resourceVersion string) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	changed := make(chan *trainer.TrainJob, 64)
@@ -397,10 +518,14 @@ func (o *ListOptions) watch(ctx context.Context, w *tabwriter.Writer, table clip
 		case <-done:
 			return o.describeListError(stopped)
 		case tj := <-changed:
-			if !o.keep(tj) {
+			if q == nil && o.needsWorkloads([]trainer.TrainJob{*tj}) {
+				q = o.newQueues(ctx)
+			}
+			q.refresh(ctx, tj)
+			if !o.keep(q, tj) {
 				continue
 			}
-			if err := o.print(ctx, w, table, nodes, []trainer.TrainJob{*tj}, false); err != nil {
+			if err := o.print(ctx, w, table, nodes, q, []trainer.TrainJob{*tj}, false); err != nil {
 				return err
 			}
 			if err := w.Flush(); err != nil {

@@ -10,6 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	cliprinters "k8s.io/cli-runtime/pkg/printers"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -18,6 +20,9 @@ import (
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/scheme"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/stage"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/kueue"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/kueue/kueuetest"
 )
 
 var created = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
@@ -146,9 +151,33 @@ func TestTable(t *testing.T) {
 		}
 		return out
 	}
+	inQueue := func(name string, suspend bool) trainer.TrainJob {
+		return trainJob(name, trainer.ClusterTrainingRuntimeKind, "cluster", func(tj *trainer.TrainJob) {
+			tj.UID = types.UID("uid-" + name)
+			tj.Labels = map[string]string{kueue.QueueLabel: "gpu"}
+			tj.Spec.Suspend = ptr.To(suspend)
+		})
+	}
+	workload := func(owner string, active bool, conds ...metav1.Condition) *kueue.Workload {
+		wl := &kueue.Workload{Spec: kueue.WorkloadSpec{Active: ptr.To(active)}}
+		wl.Status.Conditions = conds
+		wl.OwnerReferences = []metav1.OwnerReference{{Kind: trainer.TrainJobKind, Name: owner, UID: types.UID("uid-" + owner), Controller: ptr.To(true)}}
+		return wl
+	}
+	noQuota := metav1.Condition{Type: kueue.ConditionQuotaReserved, Status: metav1.ConditionFalse, Reason: "Pending",
+		Message: "couldn't assign flavors to pod set node: insufficient unused quota for nvidia.com/gpu in flavor gpu-node, 16 more needed"}
+	admitted := metav1.Condition{Type: kueue.ConditionAdmitted, Status: metav1.ConditionTrue, Reason: "Admitted"}
+	running := inQueue("running", false)
+	running.Status.JobsStatus = []trainer.JobStatus{{Name: trainer.Node, Ready: ptr.To[int32](1), Active: ptr.To[int32](1)}}
+	kueueSays := &queues{workloads: map[types.UID]*kueue.Workload{
+		"uid-waiting": workload("waiting", true, noQuota),
+		"uid-stopped": workload("stopped", false, noQuota),
+		"uid-running": workload("running", true, admitted),
+	}}
 	tests := []struct {
 		name    string
 		watch   bool
+		queues  *queues
 		items   []trainer.TrainJob
 		columns []string
 		rows    [][]any
@@ -156,24 +185,40 @@ func TestTable(t *testing.T) {
 		{
 			name:    "no progress reported: no PROGRESS column",
 			items:   []trainer.TrainJob{complete},
-			columns: []string{"Name", "Stage", "Runtime", "Nodes", "GPUs", "Age", "Reason", "ETA", "Duration"},
-			rows:    [][]any{{"done", "Complete", "cluster", "2", "8", "120m", "AllJobsCompleted", "-", "90m"}},
+			columns: []string{"Name", "Stage", "Runtime", "Nodes", "GPUs", "Age", "Queue", "ETA", "Duration", "Reason"},
+			rows:    [][]any{{"done", "Complete", "cluster", "2", "8", "120m", "-", "-", "90m", "AllJobsCompleted"}},
 		},
 		{
 			name:    "-w: PROGRESS, which may come",
 			watch:   true,
 			items:   []trainer.TrainJob{complete},
-			columns: []string{"Name", "Stage", "Runtime", "Nodes", "GPUs", "Progress", "Age", "Reason", "ETA", "Duration"},
-			rows:    [][]any{{"done", "Complete", "cluster", "2", "8", "-", "120m", "AllJobsCompleted", "-", "90m"}},
+			columns: []string{"Name", "Stage", "Runtime", "Nodes", "GPUs", "Progress", "Age", "Queue", "ETA", "Duration", "Reason"},
+			rows:    [][]any{{"done", "Complete", "cluster", "2", "8", "-", "120m", "-", "-", "90m", "AllJobsCompleted"}},
 		},
 		{
 			name:    "one TrainJob reports progress: PROGRESS for all",
 			items:   []trainer.TrainJob{complete, training},
-			columns: []string{"Name", "Stage", "Runtime", "Nodes", "GPUs", "Progress", "Age", "Reason", "ETA", "Duration"},
+			columns: []string{"Name", "Stage", "Runtime", "Nodes", "GPUs", "Progress", "Age", "Queue", "ETA", "Duration", "Reason"},
 			rows: [][]any{
-				{"done", "Complete", "cluster", "2", "8", "-", "120m", "AllJobsCompleted", "-", "90m"},
-				{"run", "Training", "trainingruntime/local", "3", "3", "40%", "120m", "-", "10m", "120m"},
+				{"done", "Complete", "cluster", "2", "8", "-", "120m", "-", "-", "90m", "AllJobsCompleted"},
+				{"run", "Training", "trainingruntime/local", "3", "3", "40%", "120m", "-", "10m", "120m", "-"},
 			},
+		},
+		{
+			name:   "in a Kueue LocalQueue: Queued with why, stopped, running, no Workload yet",
+			queues: kueueSays,
+			items:  []trainer.TrainJob{inQueue("waiting", true), inQueue("stopped", true), running, inQueue("new", true)},
+			rows: [][]any{
+				{"waiting", "Queued", "cluster", "2", "8", "120m", "gpu", "-", "120m", "insufficient unused quota for nvidia.com/gpu in flavor gpu-node, 16 more needed"},
+				{"stopped", "Suspended", "cluster", "2", "8", "120m", "gpu", "-", "120m", "-"},
+				{"running", "Training", "cluster", "2", "8", "120m", "gpu", "-", "120m", "-"},
+				{"new", "Queued", "cluster", "2", "8", "120m", "gpu", "-", "120m", "-"},
+			},
+		},
+		{
+			name:  "in a Kueue LocalQueue, Workloads unknown (Kueue not installed): the TrainJob's own stage",
+			items: []trainer.TrainJob{inQueue("waiting", true)},
+			rows:  [][]any{{"waiting", "Suspended", "cluster", "2", "8", "120m", "gpu", "-", "120m", "-"}},
 		},
 	}
 	for _, tt := range tests {
@@ -183,8 +228,8 @@ func TestTable(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			table := o.table(context.Background(), defaults, tt.items)
-			if diff := cmp.Diff(tt.columns, names(table.ColumnDefinitions)); diff != "" {
+			table := o.table(context.Background(), defaults, tt.queues, tt.items)
+			if diff := cmp.Diff(tt.columns, names(table.ColumnDefinitions)); tt.columns != nil && diff != "" {
 				t.Errorf("columns (-want +got):\n%s", diff)
 			}
 			var rows [][]any
@@ -219,6 +264,62 @@ func TestValidate(t *testing.T) {
 			}
 			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.HasPrefix(got, tt.wantErr)) {
 				t.Errorf("Validate() = %v, want %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+// TestReadQueues: list reads Kueue's Workloads (discovery, then one LIST) only when some TrainJob is in a
+// LocalQueue and the table or --stage needs its stage; without Kueue it says what the TrainJobs say.
+func TestReadQueues(t *testing.T) {
+	queued := trainJob("waiting", trainer.ClusterTrainingRuntimeKind, "cluster", func(tj *trainer.TrainJob) {
+		tj.UID = "uid-waiting"
+		tj.Labels = map[string]string{kueue.QueueLabel: "gpu"}
+		tj.Spec.Suspend = ptr.To(true)
+	})
+	plain := trainJob("plain", trainer.ClusterTrainingRuntimeKind, "cluster", nil)
+	wl := kueue.Workload{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "trainjob-waiting-1a2b3",
+		OwnerReferences: []metav1.OwnerReference{{Kind: trainer.TrainJobKind, Name: "waiting", UID: "uid-waiting", Controller: ptr.To(true)}}}}
+	discovery, workloads := "GET /apis/kueue.x-k8s.io", "GET /apis/kueue.x-k8s.io/v1beta2/namespaces/team/workloads"
+	for _, tc := range []struct {
+		name      string
+		items     []trainer.TrainJob
+		namesOnly bool
+		stages    []string
+		versions  []string
+		requests  []string
+		stage     stage.Stage
+	}{
+		{name: "no TrainJob in a LocalQueue", items: []trainer.TrainJob{plain}, versions: []string{"v1beta2"}},
+		{name: "the table", items: []trainer.TrainJob{plain, queued}, versions: []string{"v1beta2"},
+			requests: []string{discovery, workloads}, stage: stage.Queued},
+		{name: "names only", items: []trainer.TrainJob{queued}, namesOnly: true, versions: []string{"v1beta2"}},
+		{name: "names only, by stage", items: []trainer.TrainJob{queued}, namesOnly: true, stages: []string{"Queued"}, versions: []string{"v1beta2"},
+			requests: []string{discovery, workloads}, stage: stage.Queued},
+		{name: "Kueue not installed", items: []trainer.TrainJob{queued}, requests: []string{discovery}, stage: stage.Suspended},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			api := &kueuetest.API{Versions: tc.versions, Workloads: []kueue.Workload{wl}}
+			o := &ListOptions{Namespace: "team", Kueue: api.Client(), Stages: tc.stages}
+			o.stages = map[stage.Stage]bool{}
+			for _, s := range tc.stages {
+				st, _ := stage.ParseOf(stage.WithQueued, s)
+				o.stages[st] = true
+			}
+			if tc.namesOnly {
+				o.printer = &cliprinters.NamePrinter{}
+			}
+			q, err := o.readQueues(context.Background(), tc.items)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.requests, api.Requests()); diff != "" {
+				t.Errorf("requests (-want +got):\n%s", diff)
+			}
+			if tc.stage != "" {
+				if got := q.stageOf(&queued); got != tc.stage {
+					t.Errorf("stage of the queued TrainJob %s, want %s", got, tc.stage)
+				}
 			}
 		})
 	}

@@ -187,12 +187,12 @@ const (
 )
 
 // Colorize colours the stage name that s begins with, when color is set: green Complete, red Failed,
-// yellow Pending and Suspended, blue Initializing and Training. Other text is left as it is.
+// yellow Pending, Queued and Suspended, blue Initializing and Training. Other text is left as it is.
 func Colorize(s string, color bool) string {
 	if !color {
 		return s
 	}
-	for _, st := range stage.All {
+	for _, st := range stage.WithQueued {
 		if strings.HasPrefix(s, string(st)) {
 			return stageColor(st) + string(st) + reset + s[len(st):]
 		}
@@ -206,7 +206,7 @@ func stageColor(s stage.Stage) string {
 		return green
 	case stage.Failed:
 		return red
-	case stage.Pending, stage.Suspended:
+	case stage.Pending, stage.Queued, stage.Suspended:
 		return yellow
 	}
 	return blue

@@ -17,6 +17,7 @@ import (
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/stage"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/kueue"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/printers"
 )
 
@@ -30,16 +31,17 @@ const (
 
 // Follow prints a TrainJob's transitions to out until it is Complete or Failed: first its timeline so far,
 // then each new timeline entry and each change of stage or of its reason, one line each. It returns the
-// final stage. `create --follow` and `status -w` off a terminal use it.
-func Follow(ctx context.Context, c client.WithWatch, namespace, name string, out io.Writer, clk clock.PassiveClock, color bool) (stage.Stage, error) {
+// final stage. `create --follow` and `status -w` off a terminal use it. kc reads what Kueue says of a
+// TrainJob in a LocalQueue (nil: nothing).
+func Follow(ctx context.Context, c client.WithWatch, kc *kueue.Client, namespace, name string, out io.Writer, clk clock.PassiveClock, color bool) (stage.Stage, error) {
 	f := &follower{seen: map[string]bool{}}
-	return follow(ctx, c, namespace, name, clk, func(s *Summary) error { return f.emit(out, s, clk.Now(), color) })
+	return follow(ctx, c, kc, namespace, name, clk, func(s *Summary) error { return f.emit(out, s, clk.Now(), color) })
 }
 
 // redraw follows the TrainJob on a terminal, drawing the whole screen in place on every change.
 func (o *StatusOptions) redraw(ctx context.Context) error {
 	var frame bytes.Buffer
-	return exitFor(o.Name)(follow(ctx, o.Client, o.Namespace, o.Name, o.Clock, func(s *Summary) error {
+	return exitFor(o.Name)(follow(ctx, o.Client, o.Kueue, o.Namespace, o.Name, o.Clock, func(s *Summary) error {
 		frame.Reset()
 		frame.WriteString(printers.ClearScreen)
 		if err := Render(&frame, s, o.Clock.Now(), o.Color); err != nil {
@@ -64,8 +66,8 @@ func exitFor(name string) func(stage.Stage, error) error {
 }
 
 // follow calls show with a fresh summary after every change to the TrainJob, its pods or the namespace's
-// Events, until the TrainJob is terminal.
-func follow(ctx context.Context, c client.WithWatch, namespace, name string, clk clock.PassiveClock, show func(*Summary) error) (stage.Stage, error) {
+// Events (Kueue records one at each step of a Workload), until the TrainJob is terminal.
+func follow(ctx context.Context, c client.WithWatch, kc *kueue.Client, namespace, name string, clk clock.PassiveClock, show func(*Summary) error) (stage.Stage, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// Watch first, then read: no change can fall between the two.
@@ -78,7 +80,7 @@ func follow(ctx context.Context, c client.WithWatch, namespace, name string, clk
 		return "", err
 	}
 	for {
-		in, err := Fetch(ctx, c, namespace, name)
+		in, err := Fetch(ctx, c, kc, namespace, name)
 		if err != nil {
 			return "", err
 		}

@@ -37,6 +37,11 @@ func Render(w io.Writer, s *Summary, now time.Time, color bool) error {
 	if p := s.Progress; p != nil {
 		fmt.Fprintf(w, "Progress:    %s\n", printers.Escape(progressLine(p, s.Stage.Terminal(), now)))
 	}
+	if q := s.Queue; q != nil {
+		if err := renderQueue(w, q, since); err != nil {
+			return err
+		}
+	}
 
 	var pipeline [][]string
 	for _, sp := range s.Stages {
@@ -87,6 +92,48 @@ func Render(w io.Writer, s *Summary, now time.Time, color bool) error {
 	return nil
 }
 
+// renderQueue writes what Kueue says of the TrainJob, one field a line, each value last on its line.
+func renderQueue(w io.Writer, q *Queue, since func(*metav1.Time) string) error {
+	fmt.Fprintf(w, "\nQueue:\n")
+	t := printers.NewTable(w, "  ")
+	t.Row("LocalQueue:", q.LocalQueue)
+	if q.Note != "" && q.Workload == "" {
+		if q.ClusterQueue != "" {
+			t.Row("ClusterQueue:", q.ClusterQueue)
+		}
+		t.Row("Kueue:", q.Note)
+		return t.Flush()
+	}
+	t.Row("ClusterQueue:", q.ClusterQueue)
+	t.Row("Workload:", q.Workload)
+	if q.Priority != nil {
+		priority := strconv.Itoa(int(*q.Priority))
+		if q.PriorityClass != "" {
+			priority += " (" + q.PriorityClass + ")"
+		}
+		t.Row("Priority:", priority)
+	}
+	if q.Position != "" {
+		t.Row("Position:", q.Position)
+	}
+	switch {
+	case q.Admitted:
+		t.Row("Admitted:", since(q.AdmittedAt))
+	case !q.Active:
+		t.Row("Admitted:", "no: stopped (spec.active=false)")
+	default:
+		t.Row("Admitted:", "no")
+	}
+	for _, e := range q.Evictions {
+		reason := e.Reason
+		if e.By != "" {
+			reason += " by " + e.By
+		}
+		t.Row("Evicted:", since(&e.Time)+" "+joinReason(reason, withCount(e.Message, e.Count)))
+	}
+	return t.Flush()
+}
+
 // section writes a titled table, or <none> when it has no rows.
 func section(w io.Writer, title string, headers []string, rows [][]string) error {
 	fmt.Fprintf(w, "\n%s:\n", title)
@@ -101,13 +148,18 @@ func section(w io.Writer, title string, headers []string, rows [][]string) error
 	return t.Flush()
 }
 
-// What names a timeline entry: "Created", a condition as Type=Status, or an Event's type.
+// What names a timeline entry: "Created", a condition as Type=Status, or an Event's type; those of the
+// TrainJob's Kueue Workload start with "Workload".
 func (e TimelineEntry) What() string {
 	switch e.Source {
 	case SourceCondition:
 		return e.Type + "=" + e.Status
 	case SourceEvent:
 		return "Event " + e.Type
+	case SourceWorkloadCondition:
+		return "Workload " + e.Type + "=" + e.Status
+	case SourceWorkloadEvent:
+		return "Workload Event " + e.Type
 	}
 	return e.Source
 }

@@ -1,7 +1,8 @@
 // Package status is `kubectl trainjob status NAME`: one screen that says where a TrainJob is in its pipeline
 // and why, when each stage started and ended, its replicated jobs and pods, every transition and the recent
 // warnings; `-w` follows it until it is terminal; `-o json|yaml` prints the same Summary for tools.
-// It reads only what upstream Kubeflow Trainer's controller writes too.
+// It reads only what upstream Kubeflow Trainer's controller writes too, and for a TrainJob in a Kueue
+// LocalQueue what Kueue writes (plugin/kueue). Its requests are bounded: at most nine (Fetch).
 package status
 
 import (
@@ -16,6 +17,7 @@ import (
 
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/completion"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/kueue"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/printers"
 )
 
@@ -43,6 +45,8 @@ type StatusOptions struct {
 	Terminal *bool
 	Color    bool
 	Client   client.WithWatch
+	// Kueue reads what Kueue says of a TrainJob in a LocalQueue; nil reads nothing. Complete makes it.
+	Kueue *kueue.Client
 }
 
 // NewStatusOptions returns options writing to streams.
@@ -65,6 +69,11 @@ cannot be scheduled and the scheduler's message), the pipeline (initializers, tr
 with when each stage started and ended, every replicated job's Job counts, the pods with their
 node, GPUs, status and restarts, the timeline of every condition transition and Event, and the
 recent warnings of the TrainJob, its JobSet, Jobs and pods.
+
+For a TrainJob in a Kueue LocalQueue (label kueue.x-k8s.io/queue-name) it also shows its Kueue
+Workload: LocalQueue and ClusterQueue, priority, position in the queue (from Kueue's visibility
+API; "pending" where that is not served), whether and when Kueue admitted it and why not, and
+its evictions (preemptions); the Workload's conditions and Events join the timeline.
 
 With -w it follows the TrainJob until it is Complete or Failed: on a terminal the screen is
 redrawn in place; otherwise one line is printed per transition. It then exits 0 if Complete and
@@ -95,6 +104,11 @@ func (o *StatusOptions) Complete(f cmdutil.Factory, _ *cobra.Command, args []str
 	if o.Namespace, o.Client, err = cmdutil.NamespaceAndClient(f, o.Client); err != nil {
 		return err
 	}
+	if o.Kueue == nil {
+		if o.Kueue, err = kueue.NewClient(f); err != nil {
+			return err
+		}
+	}
 	o.Color = f.UseColor(o.Streams.Out)
 	if o.Terminal == nil {
 		tty := printers.IsTerminal(o.Streams.Out)
@@ -123,9 +137,9 @@ func (o *StatusOptions) Run(cmd *cobra.Command) error {
 		if *o.Terminal {
 			return o.redraw(ctx)
 		}
-		return exitFor(o.Name)(Follow(ctx, o.Client, o.Namespace, o.Name, o.Streams.Out, o.Clock, o.Color))
+		return exitFor(o.Name)(Follow(ctx, o.Client, o.Kueue, o.Namespace, o.Name, o.Streams.Out, o.Clock, o.Color))
 	}
-	in, err := Fetch(ctx, o.Client, o.Namespace, o.Name)
+	in, err := Fetch(ctx, o.Client, o.Kueue, o.Namespace, o.Name)
 	if err != nil {
 		return err
 	}

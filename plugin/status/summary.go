@@ -18,6 +18,7 @@ import (
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/stage"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/kueue"
 )
 
 // SummaryAPIVersion and SummaryKind identify the document `status -o json|yaml` prints, so tools can tell
@@ -45,11 +46,14 @@ type Summary struct {
 	BlockedByTaint *TaintBlock `json:"blockedByTaint,omitempty"`
 	// Progress is the trainer's own report (status.trainerStatus), when it sends one.
 	Progress *Progress `json:"progress,omitempty"`
+	// Queue is what Kueue says of a TrainJob in one of its LocalQueues (label kueue.x-k8s.io/queue-name).
+	Queue *Queue `json:"queue,omitempty"`
 	// Stages is the pipeline: Pending, Initializing (when the runtime has initializers), Training, and the
 	// terminal stage once reached, each with when it started and ended.
 	Stages     []StageSpan        `json:"stages"`
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
-	// Timeline is every transition known: creation, the conditions and the TrainJob's Events, oldest first.
+	// Timeline is every transition known: creation, the conditions and the TrainJob's Events, and for a
+	// TrainJob queued by Kueue its Workload's conditions and Events, oldest first.
 	Timeline []TimelineEntry `json:"timeline"`
 	// Jobs are the replicated jobs of the JobSet (status.jobsStatus counts Jobs, not pods).
 	Jobs []JobSummary `json:"jobs"`
@@ -78,10 +82,56 @@ type StageSpan struct {
 
 // Timeline entry sources.
 const (
-	SourceCreated   = "Created"
-	SourceCondition = "Condition"
-	SourceEvent     = "Event"
+	SourceCreated           = "Created"
+	SourceCondition         = "Condition"
+	SourceEvent             = "Event"
+	SourceWorkloadCondition = "WorkloadCondition"
+	SourceWorkloadEvent     = "WorkloadEvent"
 )
+
+// Queue is what Kueue says of a TrainJob in one of its LocalQueues, from the TrainJob's Workload.
+type Queue struct {
+	LocalQueue string `json:"localQueue"`
+	// ClusterQueue is the one that admitted the Workload, else the LocalQueue's.
+	ClusterQueue string `json:"clusterQueue,omitempty"`
+	// Workload names the TrainJob's Kueue Workload; empty while Kueue has not made it (Note then says so).
+	Workload      string `json:"workload,omitempty"`
+	Priority      *int32 `json:"priority,omitempty"`
+	PriorityClass string `json:"priorityClass,omitempty"`
+	// Active is the Workload's spec.active: false once stopped (suspend), and Kueue then does not admit it.
+	Active   bool `json:"active"`
+	Admitted bool `json:"admitted"`
+	// AdmittedAt is when Kueue admitted the Workload, while it is admitted.
+	AdmittedAt *metav1.Time `json:"admittedAt,omitempty"`
+	// NotAdmitted is why Kueue has not admitted the Workload, as Kueue wrote it in its QuotaReserved (or
+	// Admitted) condition.
+	NotAdmitted string `json:"notAdmitted,omitempty"`
+	// Position is where the pending Workload is in its queues, as the screen says it: "pending" when Kueue's
+	// visibility API is not served (or the Workload is not in its list); empty unless the TrainJob is Queued.
+	// PositionInClusterQueue and PositionInLocalQueue are the visibility API's numbers (0 is next).
+	Position               string `json:"position,omitempty"`
+	PositionInClusterQueue *int32 `json:"positionInClusterQueue,omitempty"`
+	PositionInLocalQueue   *int32 `json:"positionInLocalQueue,omitempty"`
+	// Evictions are the times Kueue evicted the Workload (preempted it, or stopped it), oldest first.
+	Evictions []Eviction `json:"evictions,omitempty"`
+	// Note says what could not be known: Kueue not installed, Workloads the user may not read, no Workload yet.
+	Note string `json:"note,omitempty"`
+}
+
+// Eviction is one time Kueue evicted the Workload: its Event (EvictedDueTo<Reason>), or its Evicted condition.
+type Eviction struct {
+	Time metav1.Time `json:"time"`
+	// Reason is the Evicted condition's reason: Preempted, Deactivated, PodsReadyTimeout, ...
+	Reason string `json:"reason"`
+	// By names what preempted the Workload (Kind/name of the preempting Workload's owner, "TrainJob/urgent"),
+	// when it is in the same namespace.
+	By      string `json:"by,omitempty"`
+	Message string `json:"message,omitempty"`
+	Count   int32  `json:"count,omitempty"`
+}
+
+// PositionPending is Queue.Position when Kueue does not tell the position.
+const PositionPending = "pending"
 
 // TimelineEntry is one transition of the TrainJob.
 type TimelineEntry struct {
@@ -145,6 +195,32 @@ type Objects struct {
 	// Nodes of the cluster, read only while a pod is unschedulable (nil otherwise, or when they cannot be
 	// read): they tell whether taints alone keep the pods off them.
 	Nodes []corev1.Node
+	// Queue holds Kueue's objects of a TrainJob in a LocalQueue; nil when not read (no such label, or no
+	// Kueue client).
+	Queue *QueueObjects
+}
+
+// QueueObjects are Kueue's objects about a TrainJob in a LocalQueue.
+type QueueObjects struct {
+	// Served tells whether Kueue's API is served; nothing below is set when it is not.
+	Served bool
+	// Workload is the TrainJob's, among Workloads, the namespace's; nil while Kueue has not made it, or when
+	// Workloads cannot be read (Unreadable then says why).
+	Workload   *kueue.Workload
+	Workloads  []kueue.Workload
+	Unreadable string
+	// LocalQueue is the TrainJob's LocalQueue, nil when missing or unreadable.
+	LocalQueue *kueue.LocalQueue
+	// Pending is the Workload's entry in Kueue's visibility API; nil when that is not served, or does not list it.
+	Pending *kueue.PendingWorkload
+}
+
+// stageOf is the TrainJob's stage: Queued when its Workload says Kueue holds it.
+func stageOf(in Objects) stage.Stage {
+	if q := in.Queue; q != nil && q.Served && q.Unreadable == "" {
+		return stage.InQueue(in.TrainJob, q.Workload.Stage())
+	}
+	return stage.Of(in.TrainJob)
 }
 
 // maxWarnings is how many recent warnings a summary keeps.
@@ -164,7 +240,7 @@ func Summarize(in Objects, now time.Time) *Summary {
 		Namespace:  tj.Namespace,
 		Runtime:    RuntimeName(tj),
 		Created:    tj.CreationTimestamp,
-		Stage:      stage.Of(tj),
+		Stage:      stageOf(in),
 		Conditions: tj.Status.Conditions,
 		Timeline:   []TimelineEntry{},
 		Jobs:       []JobSummary{},
@@ -181,9 +257,10 @@ func Summarize(in Objects, now time.Time) *Summary {
 	}
 	s.Jobs = summarizeJobs(tj, in.Jobs, pods)
 	s.Stages = stageSpans(tj, s.Stage, s.Jobs, now)
-	s.Timeline = timeline(tj, in.Events)
+	s.Timeline = timeline(tj, workloadOf(in), in.Events)
 	s.Warnings = warnings(in)
-	if !s.Stage.Terminal() && s.Stage != stage.Suspended {
+	s.Queue = summarizeQueue(in, s.Stage)
+	if !s.Stage.Terminal() && s.Stage != stage.Suspended && s.Stage != stage.Queued {
 		s.BlockedByTaint = taintBlock(tj, in.Pods, in.Nodes)
 	}
 	s.Reason = reason(s, in)
@@ -465,9 +542,15 @@ func stageSpans(tj *trainer.TrainJob, current stage.Stage, jobs []JobSummary, no
 	return spans
 }
 
-// timeline merges creation, the conditions' transitions and the TrainJob's Events. An Event with the reason
-// of a condition transition recorded within eventConditionSlack of it is the same transition and is dropped.
-func timeline(tj *trainer.TrainJob, events []corev1.Event) []TimelineEntry {
+// workloadConditions are the conditions of a Kueue Workload that the timeline shows: its way through the
+// queue. (PodsReady and Finished repeat what the TrainJob's own conditions say.)
+var workloadConditions = []string{kueue.ConditionQuotaReserved, kueue.ConditionAdmitted, kueue.ConditionEvicted,
+	kueue.ConditionPreempted, kueue.ConditionRequeued}
+
+// timeline merges creation, the conditions' transitions and the TrainJob's Events, and those of its Kueue
+// Workload wl when it has one. An Event with the reason of a condition transition of the same object recorded
+// within eventConditionSlack of it is the same transition and is dropped.
+func timeline(tj *trainer.TrainJob, wl *kueue.Workload, events []corev1.Event) []TimelineEntry {
 	created := tj.CreationTimestamp
 	entry := func(t metav1.Time) TimelineEntry {
 		return TimelineEntry{Time: t, Since: t.Sub(created.Time).String()}
@@ -476,30 +559,141 @@ func timeline(tj *trainer.TrainJob, events []corev1.Event) []TimelineEntry {
 	e := entry(created)
 	e.Source = SourceCreated
 	out = append(out, e)
-	for _, c := range tj.Status.Conditions {
-		e := entry(c.LastTransitionTime)
-		e.Source, e.Type, e.Status, e.Reason, e.Message = SourceCondition, c.Type, string(c.Status), c.Reason, c.Message
-		out = append(out, e)
+	addConditions := func(source string, conds []metav1.Condition) {
+		for _, c := range conds {
+			e := entry(c.LastTransitionTime)
+			e.Source, e.Type, e.Status, e.Reason, e.Message = source, c.Type, string(c.Status), c.Reason, c.Message
+			out = append(out, e)
+		}
 	}
+	addEvents := func(source string, conds []metav1.Condition, ours func(*corev1.Event) bool) {
+		for _, ev := range events {
+			if !ours(&ev) {
+				continue
+			}
+			t := eventTime(&ev)
+			if slices.ContainsFunc(conds, func(c metav1.Condition) bool {
+				d := c.LastTransitionTime.Sub(t.Time)
+				return c.Reason == ev.Reason && d <= eventConditionSlack && d >= -eventConditionSlack
+			}) {
+				continue
+			}
+			e := entry(t)
+			e.Source, e.Type, e.Reason, e.Message = source, ev.Type, ev.Reason, ev.Message
+			if ev.Count > 1 {
+				e.Count = ev.Count
+			}
+			out = append(out, e)
+		}
+	}
+	addConditions(SourceCondition, tj.Status.Conditions)
+	addEvents(SourceEvent, tj.Status.Conditions, func(ev *corev1.Event) bool { return isTrainJobEvent(tj, ev) })
+	if wl != nil {
+		conds := slices.DeleteFunc(slices.Clone(wl.Status.Conditions), func(c metav1.Condition) bool {
+			return !slices.Contains(workloadConditions, c.Type)
+		})
+		addConditions(SourceWorkloadCondition, conds)
+		addEvents(SourceWorkloadEvent, conds, func(ev *corev1.Event) bool { return isWorkloadEvent(wl, ev) })
+	}
+	slices.SortStableFunc(out, func(a, b TimelineEntry) int { return a.Time.Compare(b.Time.Time) })
+	return out
+}
+
+// workloadOf is the TrainJob's Kueue Workload, if read.
+func workloadOf(in Objects) *kueue.Workload {
+	if in.Queue == nil {
+		return nil
+	}
+	return in.Queue.Workload
+}
+
+func isWorkloadEvent(wl *kueue.Workload, ev *corev1.Event) bool {
+	o := ev.InvolvedObject
+	if o.Kind != "Workload" {
+		return false
+	}
+	if o.UID != "" {
+		return o.UID == wl.UID
+	}
+	return o.Name == wl.Name
+}
+
+// summarizeQueue is what Kueue says of a TrainJob in a LocalQueue, in stage st.
+func summarizeQueue(in Objects, st stage.Stage) *Queue {
+	qo := in.Queue
+	if qo == nil {
+		return nil
+	}
+	q := &Queue{LocalQueue: in.TrainJob.Labels[kueue.QueueLabel]}
+	switch {
+	case !qo.Served && qo.Unreadable != "":
+		q.Note = qo.Unreadable
+		return q
+	case !qo.Served:
+		q.Note = "Kueue is not installed: the API server does not serve " + kueue.Group
+		return q
+	}
+	if lq := qo.LocalQueue; lq != nil {
+		q.ClusterQueue = lq.Spec.ClusterQueue
+	}
+	wl := qo.Workload
+	switch {
+	case qo.Unreadable != "":
+		q.Note = "cannot read Kueue's Workloads: " + qo.Unreadable
+		return q
+	case wl == nil:
+		q.Note = "Kueue has not made the TrainJob's Workload yet"
+		return q
+	}
+	q.Workload, q.Priority, q.PriorityClass = wl.Name, wl.Spec.Priority, wl.PriorityClass()
+	q.Active, q.Admitted, q.AdmittedAt, q.NotAdmitted = wl.Active(), wl.Admitted(), wl.AdmittedAt(), wl.NotAdmitted()
+	if cq := wl.ClusterQueue(); cq != "" {
+		q.ClusterQueue = cq
+	}
+	if st == stage.Queued {
+		q.Position = PositionPending
+		if p := qo.Pending; p != nil {
+			q.PositionInClusterQueue, q.PositionInLocalQueue = &p.PositionInClusterQueue, &p.PositionInLocalQueue
+			q.Position = fmt.Sprintf("%d ahead in ClusterQueue %s, %d in LocalQueue %s", p.PositionInClusterQueue, q.ClusterQueue,
+				p.PositionInLocalQueue, q.LocalQueue)
+		}
+	}
+	q.Evictions = evictions(wl, qo.Workloads, in.Events)
+	return q
+}
+
+// evictions are the times Kueue evicted wl, oldest first: from its Events (EvictedDueTo<Reason>), which count
+// every eviction while the API server keeps them, and from its Evicted condition while it is True (an
+// eviction whose Event is gone, or not recorded yet). A preemption names its preemptor when it is among wls.
+func evictions(wl *kueue.Workload, wls []kueue.Workload, events []corev1.Event) []Eviction {
+	evicted := meta.FindStatusCondition(wl.Status.Conditions, kueue.ConditionEvicted)
+	if evicted != nil && evicted.Status != metav1.ConditionTrue {
+		evicted = nil
+	}
+	var out []Eviction
 	for _, ev := range events {
-		if !isTrainJobEvent(tj, &ev) {
+		reason, ok := strings.CutPrefix(ev.Reason, kueue.EvictedEventPrefix)
+		if !ok || !isWorkloadEvent(wl, &ev) {
 			continue
 		}
-		t := eventTime(&ev)
-		if slices.ContainsFunc(tj.Status.Conditions, func(c metav1.Condition) bool {
-			d := c.LastTransitionTime.Sub(t.Time)
-			return c.Reason == ev.Reason && d <= eventConditionSlack && d >= -eventConditionSlack
-		}) {
-			continue
-		}
-		e := entry(t)
-		e.Source, e.Type, e.Reason, e.Message = SourceEvent, ev.Type, ev.Reason, ev.Message
+		e := Eviction{Time: eventTime(&ev), Reason: reason, Message: ev.Message}
 		if ev.Count > 1 {
 			e.Count = ev.Count
 		}
 		out = append(out, e)
+		if evicted != nil && reason == evicted.Reason {
+			if d := eventLastSeen(&ev).Sub(evicted.LastTransitionTime.Time); d <= eventConditionSlack && d >= -eventConditionSlack {
+				evicted = nil // the Event of the eviction the condition tells
+			}
+		}
 	}
-	slices.SortStableFunc(out, func(a, b TimelineEntry) int { return a.Time.Compare(b.Time.Time) })
+	if evicted != nil {
+		out = append(out, Eviction{Time: evicted.LastTransitionTime, Reason: evicted.Reason, Message: evicted.Message})
+	}
+	for i := range out {
+		out[i].By = kueue.Preemptor(out[i].Message, wls)
+	}
+	slices.SortStableFunc(out, func(a, b Eviction) int { return a.Time.Compare(b.Time.Time) })
 	return out
 }
 
@@ -595,7 +789,18 @@ func reason(s *Summary, in Objects) string {
 	case stage.Failed, stage.Complete:
 		c := meta.FindStatusCondition(conds, string(s.Stage))
 		return joinReason(c.Reason, c.Message)
+	case stage.Queued:
+		switch q := s.Queue; {
+		case q.NotAdmitted != "":
+			return q.NotAdmitted
+		case q.Workload == "":
+			return "waiting for Kueue to make the TrainJob's Workload"
+		}
+		return "waiting for Kueue to admit Workload " + s.Queue.Workload
 	case stage.Suspended:
+		if q := s.Queue; q != nil && q.Workload != "" && !q.Active {
+			return "stopped through Kueue: Workload " + q.Workload + " has spec.active=false (kubectl trainjob resume queues it again)"
+		}
 		if c := meta.FindStatusCondition(conds, trainer.TrainJobSuspended); c != nil && c.Status == metav1.ConditionTrue {
 			return c.Message
 		}

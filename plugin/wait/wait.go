@@ -140,6 +140,10 @@ func parseTarget(v string) (target, error) {
 	if st, ok := stage.Parse(v); ok {
 		return target{stage: st}, nil
 	}
+	if st, ok := stage.ParseOf(stage.WithQueued, v); ok {
+		return target{}, fmt.Errorf("invalid --for %q: wait reads the TrainJob alone, which does not tell %s from Suspended (its Kueue Workload does): "+
+			"use --for Suspended, or see them with kubectl trainjob list --stage %s", v, st, st)
+	}
 	typ, status := v, metav1.ConditionTrue
 	if rest, ok := strings.CutPrefix(v, "condition="); ok {
 		typ = rest

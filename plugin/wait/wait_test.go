@@ -31,6 +31,7 @@ func TestParseTarget(t *testing.T) {
 		{in: "condition=", wantErr: `invalid --for "condition=": use a stage (Pending, Suspended, Initializing, Training, Complete, Failed), a condition type, condition=TYPE[=STATUS] or delete`},
 		{in: "jsonpath={.status}", wantErr: `invalid --for "jsonpath={.status}": use a stage`},
 		{in: "", wantErr: `invalid --for "": use a stage`},
+		{in: "queued", wantErr: `invalid --for "queued": wait reads the TrainJob alone, which does not tell Queued from Suspended`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {

@@ -22,6 +22,8 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/stage"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/status"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 )
 
@@ -34,9 +36,11 @@ const (
 )
 
 // TestQueueing: two TrainJobs of 2 × 8 GPUs in a ClusterQueue of 16 GPUs. The first is admitted and runs, the
-// second waits, suspended, with the reason in its Workload; deleting the first admits the second; a
-// higher-priority TrainJob preempts it (suspended again, its pods gone, Kueue's patch cleared), and once that
-// one is gone the preempted TrainJob is admitted again and its JobSet rebuilt with Kueue's patch.
+// second waits, suspended, with the reason in its Workload, and `list` and `status` show it Queued and why;
+// deleting the first admits the second; a higher-priority TrainJob preempts it (suspended again, its pods
+// gone, Kueue's patch cleared, and `status` shows the eviction), and once that one is gone the preempted
+// TrainJob is admitted again and its JobSet rebuilt with Kueue's patch. `suspend` and `resume` then stop and
+// requeue it through its Workload, and say so.
 func TestQueueing(t *testing.T) {
 	ns := newNamespace(t)
 	high := kueueObject("WorkloadPriorityClass", "", "e2e-high", nil)
@@ -98,6 +102,24 @@ func TestQueueing(t *testing.T) {
 		if n := len(pods(t, second)); n != 0 {
 			t.Errorf("the waiting TrainJob has %d pods", n)
 		}
+
+		waitStage(t, first, stage.Training)
+		now := get(t, second).CreationTimestamp.Add(sinceCreation)
+		assertGolden(t, "queued-list", normalize(ns, inProcess(t, ns, now, "list", "-o", "wide")))
+		assertGolden(t, "queued-status", normalize(ns, screenHead(inProcess(t, ns, now, "status", second.Name))))
+		s := summary(t, ns, second.Name)
+		q := s.Queue
+		if s.Stage != stage.Queued || q == nil {
+			t.Fatalf("status -o json: stage %s, queue %+v, want Queued with its Workload", s.Stage, q)
+		}
+		if q.LocalQueue != cluster.KueueLocalQueue || q.ClusterQueue != cluster.KueueClusterQueue || q.Workload == "" || q.Admitted ||
+			q.Position != status.PositionPending || q.NotAdmitted != msg {
+			t.Errorf("status -o json: queue %+v, want LocalQueue %s of ClusterQueue %s, not admitted because %q, position pending",
+				q, cluster.KueueLocalQueue, cluster.KueueClusterQueue, msg)
+		}
+		if !hasTimeline(s, status.SourceWorkloadCondition, "Workload QuotaReserved=False", "Pending") {
+			t.Errorf("status -o json: the timeline lacks the Workload's QuotaReserved=False: %+v", s.Timeline)
+		}
 	})
 
 	t.Run("deleting the first admits the second", func(t *testing.T) {
@@ -105,6 +127,14 @@ func TestQueueing(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitRunning(t, second)
+		s := summary(t, ns, second.Name)
+		if q := s.Queue; s.Stage == stage.Queued || q == nil || !q.Admitted || q.AdmittedAt == nil || q.ClusterQueue != cluster.KueueClusterQueue ||
+			q.NotAdmitted != "" || q.Position != "" {
+			t.Errorf("status -o json: stage %s, queue %+v, want admitted in %s", s.Stage, q, cluster.KueueClusterQueue)
+		}
+		if !hasTimeline(s, status.SourceWorkloadCondition, "Workload Admitted=True", "Admitted") {
+			t.Errorf("status -o json: the timeline lacks the Workload's admission: %+v", s.Timeline)
+		}
 	})
 
 	t.Run("a higher-priority TrainJob preempts the second", func(t *testing.T) {
@@ -138,6 +168,33 @@ func TestQueueing(t *testing.T) {
 			return nil
 		})
 		waitRunning(t, urgent)
+
+		// Kueue looks for quota for the preempted Workload again, and says why there is none.
+		eventually(t, "the preempted Workload not admitted for lack of GPUs", func(ctx context.Context) error {
+			wl, err := workloadOf(ctx, second)
+			if err != nil {
+				return err
+			}
+			if c := condition(wl, "QuotaReserved"); c["status"] != "False" || !strings.Contains(fmt.Sprint(c["message"]), string(cluster.GPUResource)) {
+				return fmt.Errorf("QuotaReserved %v", c)
+			}
+			return nil
+		})
+		waitStage(t, urgent, stage.Training)
+		now := get(t, urgent).CreationTimestamp.Add(sinceCreation)
+		assertGolden(t, "preempted-list", normalize(ns, inProcess(t, ns, now, "list", "-o", "wide")))
+		screen := inProcess(t, ns, now, "status", second.Name)
+		t.Logf("kubectl trainjob status %s:\n%s", second.Name, screen)
+		assertGolden(t, "preempted-status", normalize(ns, screenHead(screen)))
+		s := summary(t, ns, second.Name)
+		if s.Stage != stage.Queued || s.Queue == nil || len(s.Queue.Evictions) != 1 || s.Queue.Evictions[0].Reason != "Preempted" ||
+			s.Queue.Evictions[0].By != "TrainJob/"+urgent.Name {
+			t.Errorf("status -o json: stage %s, queue %+v, want Queued after one eviction, Preempted by TrainJob/%s", s.Stage, s.Queue, urgent.Name)
+		}
+		if !hasTimeline(s, status.SourceWorkloadCondition, "Workload Evicted=True", "Preempted") &&
+			!hasTimeline(s, status.SourceWorkloadEvent, "Workload Event Normal", "EvictedDueToPreempted") {
+			t.Errorf("status -o json: the timeline lacks the preemption: %+v", s.Timeline)
+		}
 	})
 
 	t.Run("the preempted TrainJob runs again once the urgent one is gone", func(t *testing.T) {
@@ -148,10 +205,7 @@ func TestQueueing(t *testing.T) {
 	})
 
 	t.Run("kubectl trainjob suspend and resume act on the Workload", func(t *testing.T) {
-		out := cli(t, "suspend", second.Name, "-n", ns)
-		if !strings.Contains(out, "suspended through Kueue") {
-			t.Errorf("suspend printed %q, want it to say it went through Kueue", out)
-		}
+		assertGolden(t, "suspend", normalize(ns, cli(t, "suspend", second.Name, "-n", ns)))
 		eventually(t, "the Workload inactive, the TrainJob suspended by Kueue and its pods gone", func(ctx context.Context) error {
 			wl, err := workloadOf(ctx, second)
 			if err != nil {
@@ -176,10 +230,23 @@ func TestQueueing(t *testing.T) {
 			}
 			return nil
 		})
-		out = cli(t, "resume", second.Name, "-n", ns)
-		if !strings.Contains(out, "resumed through Kueue") {
-			t.Errorf("resume printed %q, want it to say it went through Kueue", out)
+		// Stopped, not Queued: Kueue will not admit it until it is resumed.
+		eventually(t, "the TrainJob's Suspended condition", func(ctx context.Context) error {
+			tj := &trainer.TrainJob{}
+			if err := suite.client.Get(ctx, client.ObjectKeyFromObject(second), tj); err != nil {
+				return err
+			}
+			if c := findCondition(tj.Status.Conditions, trainer.TrainJobSuspended); c == nil || c.Status != metav1.ConditionTrue {
+				return fmt.Errorf("Suspended condition %+v", c)
+			}
+			return nil
+		})
+		now := get(t, second).CreationTimestamp.Add(sinceCreation)
+		assertGolden(t, "stopped-status", normalize(ns, screenHead(inProcess(t, ns, now, "status", second.Name))))
+		if s := summary(t, ns, second.Name); s.Stage != stage.Suspended || s.Queue == nil || s.Queue.Active {
+			t.Errorf("status -o json: stage %s, queue %+v, want Suspended with an inactive Workload", s.Stage, s.Queue)
 		}
+		assertGolden(t, "resume", normalize(ns, cli(t, "resume", second.Name, "-n", ns)))
 		waitRunning(t, second)
 	})
 }
@@ -218,6 +285,21 @@ func gpuTrainJob(ns, name, priorityClass string) *trainer.TrainJob {
 		tj.Labels[priorityClassLabel] = priorityClass
 	}
 	return tj
+}
+
+// waitStage waits until tj is in stage st, as the TrainJob alone says (pkg/stage).
+func waitStage(t *testing.T, tj *trainer.TrainJob, st stage.Stage) {
+	t.Helper()
+	eventually(t, tj.Name+" "+string(st), func(ctx context.Context) error {
+		got := &trainer.TrainJob{}
+		if err := suite.client.Get(ctx, client.ObjectKeyFromObject(tj), got); err != nil {
+			return err
+		}
+		if now := stage.Of(got); now != st {
+			return fmt.Errorf("stage %s", now)
+		}
+		return nil
+	})
 }
 
 // waitRunning waits until tj's Workload is admitted, tj is resumed, and its two pods run on GPU nodes with

@@ -16,6 +16,7 @@ import (
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/kueue"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/lifecycle"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/wait"
 )
@@ -72,7 +73,7 @@ func TestLifecycle(t *testing.T) {
 		completeTrainJob(f, "done")
 		queued := f.trainJob("queued", 1, false, func(tj *trainer.TrainJob) {
 			tj.Spec.Suspend = ptr.To(true)
-			tj.Labels[lifecycle.QueueLabel] = "gpu-queue"
+			tj.Labels[kueue.QueueLabel] = "gpu-queue"
 		})
 		n, kube := f.normalizer(tj), kubeArgs(c, f.ns)
 		steps := []struct {

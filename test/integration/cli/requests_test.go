@@ -19,6 +19,7 @@ import (
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/kueue"
 )
 
 // requestLog records the API requests a command makes, through a round-tripper on its REST config: the
@@ -76,7 +77,9 @@ func (l *requestLog) take() []string {
 // TestRequests counts the API requests of the commands issue 8 measures: `status` makes at most four (the
 // TrainJob, its Jobs, its pods, the namespace's Events, read at once), `list` one LIST per page and one GET per
 // runtime its table needs (none for other formats, none for TrainJobs that give their nodes and resources),
-// and neither reads discovery.
+// and neither reads discovery. For a TrainJob in a Kueue LocalQueue both ask whether Kueue's API is served
+// (one discovery request for its group); here it is not, and they ask nothing more (test/e2e/kueue runs them
+// with Kueue).
 func TestRequests(t *testing.T) {
 	c := apiCluster(t)
 	log := &requestLog{}
@@ -102,6 +105,30 @@ func TestRequests(t *testing.T) {
 		// They are made at once: their order is not the code's.
 		if diff := cmp.Diff(want, got, cmpSorted); diff != "" {
 			t.Errorf("status requests (-want +got):\n%s", diff)
+		}
+	})
+
+	t.Run("status of a TrainJob in a Kueue LocalQueue, without Kueue", func(t *testing.T) {
+		f := fixtureOn(t, c)
+		f.trainJob("queued", 1, false, func(tj *trainer.TrainJob) { tj.Labels[kueue.QueueLabel] = "gpu" })
+		res := RunWith(t, log.factory(), []plugin.CommandAdder{statusCmd(time.Now(), false)}, withArgs(kubeArgs(c, f.ns), "status", "queued")...)
+		got := log.take()
+		if res.Code != 0 {
+			t.Fatal(res)
+		}
+		children := "labelSelector=" + url.QueryEscape(jobsetv1alpha2.JobSetNameKey+"=queued")
+		want := []string{
+			"GET /apis/trainer.kubeflow.org/v1alpha1/namespaces/" + f.ns + "/trainjobs/queued",
+			"GET /apis/batch/v1/namespaces/" + f.ns + "/jobs?" + children,
+			"GET /api/v1/namespaces/" + f.ns + "/pods?" + children,
+			"GET /api/v1/namespaces/" + f.ns + "/events",
+			"GET /apis/kueue.x-k8s.io",
+		}
+		if diff := cmp.Diff(want, got, cmpSorted); diff != "" {
+			t.Errorf("status requests (-want +got):\n%s", diff)
+		}
+		if !strings.Contains(res.Stdout, "Kueue is not installed") {
+			t.Errorf("status does not say Kueue is not installed:\n%s", res.Stdout)
 		}
 	})
 
