@@ -70,6 +70,10 @@ var commands = map[string]runBy{
 	"kubectl-trainjob operator --config config.yaml":                                  {tests: []string{"test/demo.TestNoWait", "test/bench.TestSmoke"}},
 	"kubectl trainjob completion bash":                                                {tests: []string{"test/integration/cli.TestCompletion"}},
 
+	// README: With Kueue.
+	"kubectl trainjob list -o wide":  {tests: []string{"test/e2e/kueue.TestQueueing/the second waits for GPUs, suspended, and its Workload says why", "test/integration/cli.TestList"}},
+	"kubectl trainjob status second": {tests: []string{"test/e2e/kueue.TestQueueing/the second waits for GPUs, suspended, and its Workload says why"}},
+
 	// CONTRIBUTING.md.
 	"make test":                     {tests: []string{"test/readme.TestCIRunsMakeTest"}},
 	"make demo":                     {tests: []string{"test/demo.TestNoWait"}},
@@ -109,6 +113,8 @@ var outputs = map[string]string{
 	"kubectl trainjob delete llama":                                                   "test/integration/cli/testdata/lifecycle/delete-answer-yes.golden",
 	"kubectl trainjob runtimes":                                                       "test/integration/cli/testdata/runtimes/table.golden",
 	"kubectl trainjob version":                                                        "test/integration/cli/testdata/version/operator.golden",
+	"kubectl trainjob list -o wide":                                                   "test/e2e/kueue/testdata/queued-list.golden",
+	"kubectl trainjob status second":                                                  "test/e2e/kueue/testdata/queued-status.golden",
 }
 
 // TestCommandMap: every command the documents show is in commands, every entry there is still shown, every test

@@ -92,13 +92,7 @@ func TestRequests(t *testing.T) {
 		if res.Code != 0 {
 			t.Fatal(res)
 		}
-		children := "labelSelector=" + url.QueryEscape(jobsetv1alpha2.JobSetNameKey+"=llama")
-		want := []string{
-			"GET /apis/trainer.kubeflow.org/v1alpha1/namespaces/" + f.ns + "/trainjobs/llama",
-			"GET /apis/batch/v1/namespaces/" + f.ns + "/jobs?" + children,
-			"GET /api/v1/namespaces/" + f.ns + "/pods?" + children,
-			"GET /api/v1/namespaces/" + f.ns + "/events",
-		}
+		want := statusRequests(f.ns, "llama")
 		if len(got) > 4 {
 			t.Errorf("status made %d API requests, want at most 4:\n%s", len(got), strings.Join(got, "\n"))
 		}
@@ -116,14 +110,7 @@ func TestRequests(t *testing.T) {
 		if res.Code != 0 {
 			t.Fatal(res)
 		}
-		children := "labelSelector=" + url.QueryEscape(jobsetv1alpha2.JobSetNameKey+"=queued")
-		want := []string{
-			"GET /apis/trainer.kubeflow.org/v1alpha1/namespaces/" + f.ns + "/trainjobs/queued",
-			"GET /apis/batch/v1/namespaces/" + f.ns + "/jobs?" + children,
-			"GET /api/v1/namespaces/" + f.ns + "/pods?" + children,
-			"GET /api/v1/namespaces/" + f.ns + "/events",
-			"GET /apis/kueue.x-k8s.io",
-		}
+		want := append(statusRequests(f.ns, "queued"), "GET /apis/kueue.x-k8s.io")
 		if diff := cmp.Diff(want, got, cmpSorted); diff != "" {
 			t.Errorf("status requests (-want +got):\n%s", diff)
 		}
@@ -195,6 +182,18 @@ func TestRequests(t *testing.T) {
 			t.Errorf("%d requests for 10 lists:\n%s", len(got), strings.Join(got, "\n"))
 		}
 	})
+}
+
+// statusRequests are the four requests `status NAME` makes in namespace ns: the TrainJob, the Jobs and pods of its
+// JobSet, and the namespace's Events.
+func statusRequests(ns, name string) []string {
+	children := "labelSelector=" + url.QueryEscape(jobsetv1alpha2.JobSetNameKey+"="+name)
+	return []string{
+		"GET /apis/trainer.kubeflow.org/v1alpha1/namespaces/" + ns + "/trainjobs/" + name,
+		"GET /apis/batch/v1/namespaces/" + ns + "/jobs?" + children,
+		"GET /api/v1/namespaces/" + ns + "/pods?" + children,
+		"GET /api/v1/namespaces/" + ns + "/events",
+	}
 }
 
 // isDiscovery tells whether path is one of discovery's: /api, /api/v1, /apis, /apis/GROUP, /apis/GROUP/VERSION.
