@@ -3,6 +3,7 @@ package plugins_test
 import (
 	"context"
 	"fmt"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"testing"
@@ -37,44 +38,144 @@ import (
 // seeds in testdata/fuzz run in every `go test`, and an input that crashed
 // is added there.
 func FuzzBuild(f *testing.F) {
-	f.Add(uint8(0), uint8(0), int32(4), int32(0), int64(8), int64(4000), true, uint8(3), "node", "PYTHONUNBUFFERED", "torchrun")
-	f.Add(uint8(1), uint8(1), int32(2), int32(2), int64(0), int64(2500), true, uint8(0), "launcher", "OMPI_MCA_x", "mpirun")
-	f.Add(uint8(2), uint8(2), int32(0), int32(1), int64(16), int64(0), false, uint8(1), "dataset-initializer", "", "tune")
-	f.Add(uint8(3), uint8(0), int32(-1), int32(-5), int64(-3), int64(-1), false, uint8(2), "", "DMLC_TASK_ID", "")
-	f.Add(uint8(4), uint8(1), int32(1000), int32(64), int64(1), int64(1), true, uint8(255), "missing", "PET_NNODES", "tune")
-	f.Add(uint8(5), uint8(2), int32(1), int32(0), int64(2), int64(700), true, uint8(7), "model-initializer", "JAX_PROCESS_ID", "python")
-	f.Add(uint8(6), uint8(1), int32(3), int32(2), int64(4), int64(1500), false, uint8(0), "node", "", "python")
-	f.Add(uint8(12), uint8(0), int32(4), int32(8), int64(8), int64(2000), false, uint8(16), "node", "FLUX_VIEW_IMAGE", "lmp")
-	fw := newFramework(f)
+	for _, in := range fuzzSeeds {
+		f.Add(in.policy, in.podGroup, in.nodes, in.nproc, in.gpus, in.cpuMilli, in.launcherAsNode, in.shape,
+			in.patchJob, in.patchEnv, in.envName, in.command)
+	}
+	z := newFuzzer(f)
+	f.Fuzz(func(t *testing.T, policy, podGroup uint8, nodes, nproc int32, gpus, cpuMilli int64,
+		launcherAsNode bool, shape uint8, patchJob string, patchEnv bool, envName, command string) {
+		z.check(t, fuzzInput{policy, podGroup, nodes, nproc, gpus, cpuMilli, launcherAsNode, shape, patchJob, patchEnv, envName, command})
+	})
+}
+
+// BenchmarkFuzzBuildInput measures one execution of FuzzBuild, over its
+// seeds: `make fuzz` runs a million of them. It reports which share of the
+// inputs reach Build, so that a change of the inputs that leaves Build
+// unfuzzed shows.
+func BenchmarkFuzzBuildInput(b *testing.B) {
+	z := newFuzzer(b)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		z.check(b, fuzzSeeds[i%len(fuzzSeeds)])
+	}
+	b.ReportMetric(float64(z.built)/float64(b.N), "built/op")
+}
+
+// TestFuzzSeedsReachBuild keeps FuzzBuild's seeds worth mutating: most of
+// them pass the webhook's rules, so that Build is fuzzed and not only the
+// rules (the env var every runtimePatch used to add was refused for every
+// reserved container, and no seed reached Build).
+func TestFuzzSeedsReachBuild(t *testing.T) {
+	z := newFuzzer(t)
+	for _, in := range fuzzSeeds {
+		z.check(t, in)
+	}
+	if z.built < len(fuzzSeeds)/2 {
+		t.Errorf("%d of %d seeds reach Build, want at least half", z.built, len(fuzzSeeds))
+	}
+}
+
+// fuzzInput is what FuzzBuild varies.
+type fuzzInput struct {
+	policy, podGroup uint8
+	nodes, nproc     int32
+	gpus, cpuMilli   int64
+	launcherAsNode   bool
+	shape            uint8
+	// patchJob names the replicated job a runtimePatch changes, if any;
+	// patchEnv adds an env var to its container, which the webhook refuses
+	// for the reserved containers.
+	patchJob string
+	patchEnv bool
+	envName  string
+	command  string
+}
+
+// fuzzSeeds are FuzzBuild's seeds: every policy, gang scheduler and shape
+// of runtime, and inputs that reach Build as well as inputs refused.
+var fuzzSeeds = []fuzzInput{
+	{0, 0, 4, 0, 8, 4000, true, 3, "node", false, "PYTHONUNBUFFERED", "torchrun"},
+	{0, 0, 4, 0, 8, 4000, true, 3, "node", true, "PYTHONUNBUFFERED", "torchrun"},
+	{1, 1, 2, 2, 0, 2500, true, 0, "launcher", false, "OMPI_MCA_x", "mpirun"},
+	{1, 1, 2, 2, 0, 2500, true, 8, "launcher", false, "OMPI_MCA_x", "mpirun"},
+	{2, 2, 0, 1, 16, 0, false, 1, "dataset-initializer", false, "", "tune"},
+	{3, 0, -1, -5, -3, -1, false, 2, "", false, "DMLC_TASK_ID", ""},
+	{4, 1, 1000, 64, 1, 1, true, 255, "missing", true, "PET_NNODES", "tune"},
+	{5, 2, 1, 0, 2, 700, true, 7, "model-initializer", false, "JAX_PROCESS_ID", "python"},
+	{6, 1, 3, 2, 4, 1500, false, 0, "node", false, "", "python"},
+	{12, 0, 4, 8, 8, 2000, false, 16, "node", false, "FLUX_VIEW_IMAGE", "lmp"},
+	{12, 0, 4, 8, 8, 2000, false, 16 | 128, "", false, "FLUX_VIEW_IMAGE", "lmp"},
+}
+
+// fuzzer holds what every execution of FuzzBuild shares, built once per
+// process: the framework and the CRDs' schemas with their compiled CEL
+// rules, and the API server's verdict on each runtime made.
+type fuzzer struct {
+	fw   *pipeline.Framework
+	crds *dryrun.Schema
+	// runtimes holds whether the schemas and CEL rules admit the runtime
+	// fuzzRuntime makes of a runtimeKey. There are a few thousand keys,
+	// and the same runtime always gets the same verdict: each goes through
+	// the rules once, not once per TrainJob paired with it.
+	runtimes map[runtimeKey]bool
+	// built counts the inputs that reached Build.
+	built int
+}
+
+// runtimeKey is fuzzRuntime's arguments.
+type runtimeKey struct {
+	policy, podGroup uint8
+	launcherAsNode   bool
+	shape            uint8
+}
+
+func newFuzzer(tb testing.TB) *fuzzer {
 	crds, err := dryrun.NewSchema()
 	if err != nil {
-		f.Fatal(err)
+		tb.Fatal(err)
 	}
-	f.Fuzz(func(t *testing.T, policy, podGroup uint8, nodes, nproc int32, gpus, cpuMilli int64,
-		launcherAsNode bool, shape uint8, patchJob, envName, command string) {
-		rt := fuzzRuntime(policy, podGroup, launcherAsNode, shape)
-		tj := fuzzTrainJob(nodes, nproc, gpus, cpuMilli, shape, patchJob, envName, command)
-		ctx := context.Background()
-		// Build runs also on what the API server would refuse (render
-		// admits, but a plugin must not panic on anything).
-		ok := admitted(ctx, crds, rt.Object) && admitted(ctx, crds, tj)
-		if _, errs := fw.Validate(ctx, rt, nil, tj); len(errs) > 0 {
-			return
-		}
-		opts := pipeline.BuildOptions{}
-		if shape&128 != 0 {
-			opts.Trace = &pipeline.Trace{}
-		}
-		objs, _, err := fw.Build(ctx, tj, rt, opts)
-		// Build promises only for what the API server admits: the CRD's
-		// schema (numNodes ≥ 0, …) is not the plugins' to check.
-		if err != nil || !ok {
-			return
-		}
-		for _, problem := range checkBuilt(tj, objs) {
-			t.Error(problem)
-		}
-	})
+	// The heap is small and an execution makes mostly garbage: collecting
+	// less often leaves more of the CPU to the executions.
+	gcPercent := debug.SetGCPercent(400)
+	tb.Cleanup(func() { debug.SetGCPercent(gcPercent) })
+	return &fuzzer{fw: newFramework(tb), crds: crds, runtimes: map[runtimeKey]bool{}}
+}
+
+// check runs one input through admission and Build.
+func (z *fuzzer) check(t testing.TB, in fuzzInput) {
+	// fuzzRuntime reads only the policy and gang scheduler modulo their
+	// numbers: the others are the same runtimes.
+	k := runtimeKey{in.policy % mlPolicies, in.podGroup % podGroupPolicies, in.launcherAsNode, in.shape}
+	rt := fuzzRuntime(k.policy, k.podGroup, k.launcherAsNode, k.shape)
+	tj := fuzzTrainJob(in)
+	ctx := context.Background()
+	rtAdmitted, seen := z.runtimes[k]
+	if !seen {
+		rtAdmitted = admitted(ctx, z.crds, rt.Object)
+		z.runtimes[k] = rtAdmitted
+	}
+	// Build runs also on what the API server would refuse (render
+	// admits, but a plugin must not panic on anything).
+	ok := rtAdmitted && admitted(ctx, z.crds, tj)
+	if _, errs := z.fw.Validate(ctx, rt, nil, tj); len(errs) > 0 {
+		return
+	}
+	opts := pipeline.BuildOptions{}
+	if in.shape&128 != 0 {
+		opts.Trace = &pipeline.Trace{}
+	}
+	z.built++
+	objs, _, err := z.fw.Build(ctx, tj, rt, opts)
+	// Build promises only for what the API server admits: the CRD's
+	// schema (numNodes ≥ 0, …) is not the plugins' to check.
+	if err != nil || !ok {
+		return
+	}
+	for _, problem := range checkBuilt(tj, objs) {
+		t.Error(problem)
+	}
 }
 
 // kinds names the objects admitted sends through the schemas.
@@ -209,12 +310,19 @@ func duplicates[T any](items []T, key func(T) string) []string {
 	return dups
 }
 
+// mlPolicies and podGroupPolicies are the numbers of ML policies and gang
+// schedulers fuzzRuntime chooses from.
+const (
+	mlPolicies       = 7
+	podGroupPolicies = 3
+)
+
 func fuzzRuntime(policy, podGroup uint8, launcherAsNode bool, shape uint8) *pipeline.Runtime {
 	r := torchRuntime()
 	spec := r.Spec
 	src := &spec.MLPolicy.MLPolicySource
 	*src = trainer.MLPolicySource{}
-	switch policy % 7 {
+	switch policy % mlPolicies {
 	case 0:
 		src.Torch = &trainer.TorchMLPolicySource{}
 		if shape&4 != 0 {
@@ -236,7 +344,7 @@ func fuzzRuntime(policy, podGroup uint8, launcherAsNode bool, shape uint8) *pipe
 	case 5:
 		src.Flux = &trainer.FluxMLPolicySource{NumProcPerNode: ptr.To[int32](1)}
 	}
-	switch podGroup % 3 {
+	switch podGroup % podGroupPolicies {
 	case 1:
 		spec.PodGroupPolicy = &trainer.PodGroupPolicy{PodGroupPolicySource: trainer.PodGroupPolicySource{Coscheduling: &trainer.CoschedulingPodGroupPolicySource{ScheduleTimeoutSeconds: ptr.To[int32](60)}}}
 	case 2:
@@ -261,46 +369,50 @@ func fuzzRuntime(policy, podGroup uint8, launcherAsNode bool, shape uint8) *pipe
 	return r
 }
 
-func fuzzTrainJob(nodes, nproc int32, gpus, cpuMilli int64, shape uint8, patchJob, envName, command string) *trainer.TrainJob {
-	tj := torchTrainJob(nodes, gpus)
+func fuzzTrainJob(in fuzzInput) *trainer.TrainJob {
+	tj := torchTrainJob(in.nodes, in.gpus)
 	tj.ObjectMeta = metav1.ObjectMeta{Name: "fuzz", Namespace: "default", UID: "uid"}
 	t := tj.Spec.Trainer
-	if nproc != 0 {
-		t.NumProcPerNode = ptr.To(nproc)
+	if in.nproc != 0 {
+		t.NumProcPerNode = ptr.To(in.nproc)
 	}
-	t.ResourcesPerNode.Requests = corev1.ResourceList{corev1.ResourceCPU: *resource.NewMilliQuantity(cpuMilli, resource.DecimalSI)}
-	if envName != "" {
-		t.Env = append(t.Env, corev1.EnvVar{Name: envName, Value: "1"})
+	t.ResourcesPerNode.Requests = corev1.ResourceList{corev1.ResourceCPU: *resource.NewMilliQuantity(in.cpuMilli, resource.DecimalSI)}
+	if in.envName != "" {
+		t.Env = append(t.Env, corev1.EnvVar{Name: in.envName, Value: "1"})
 	}
-	switch command {
+	switch in.command {
 	case "tune":
 		t.Command = []string{"tune", "run"}
 		tj.Spec.RuntimeRef.Name = "torchtune-llama3.2-1b"
 	case "":
 		t.Command = nil
 	default:
-		t.Command = []string{command}
+		t.Command = []string{in.command}
 	}
-	if shape&1 != 0 {
+	if in.shape&1 != 0 {
 		tj.Spec.Initializer = nil
 	}
-	if shape&2 != 0 {
+	if in.shape&2 != 0 {
 		tj.Spec.Trainer = nil
 	}
-	if patchJob != "" {
+	if in.patchJob != "" {
 		tj.Spec.RuntimePatches = []trainer.RuntimePatch{{
 			Manager: "example.com/fuzz",
 			TrainingRuntimeSpec: &trainer.TrainingRuntimeSpecPatch{Template: &trainer.JobSetTemplatePatch{
 				Metadata: &metav1.ObjectMeta{Labels: map[string]string{"fuzz": "yes"}},
 				Spec: &trainer.JobSetSpecPatch{ReplicatedJobs: []trainer.ReplicatedJobPatch{{
-					Name: patchJob,
+					Name: in.patchJob,
 					Template: &trainer.JobTemplatePatch{Spec: &trainer.JobSpecPatch{Template: &trainer.PodTemplatePatch{Spec: &trainer.PodSpecPatch{
 						NodeSelector: map[string]string{"pool": "gpu"},
-						Containers:   []trainer.ContainerPatch{{Name: patchJob, Env: []corev1.EnvVar{{Name: "X", Value: "y"}}}},
+						Containers:   []trainer.ContainerPatch{{Name: in.patchJob}},
 					}}}},
 				}}},
 			}},
 		}}
+		if in.patchEnv {
+			c := &tj.Spec.RuntimePatches[0].TrainingRuntimeSpec.Template.Spec.ReplicatedJobs[0].Template.Spec.Template.Spec.Containers[0]
+			c.Env = []corev1.EnvVar{{Name: "X", Value: "y"}}
+		}
 	}
 	return tj
 }
