@@ -433,9 +433,10 @@ func kueueObject(kind, ns, name string, spec map[string]any) *unstructured.Unstr
 }
 
 // newNamespace creates a namespace for one test with the cluster's LocalQueue in it; it is deleted when the
-// test ends.
+// test ends. It first waits for the ClusterQueue to be idle (queueIdle).
 func newNamespace(t *testing.T) string {
 	t.Helper()
+	queueIdle(t)
 	prefix := "kueue-" + strings.Trim(regexp.MustCompile(`[^a-z0-9]+`).ReplaceAllString(strings.ToLower(t.Name()), "-"), "-")
 	if len(prefix) > 40 {
 		prefix = prefix[:40]
@@ -456,6 +457,23 @@ func newNamespace(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return ns.Name
+}
+
+// queueIdle waits until the ClusterQueue reserves quota for no Workload. Every test shares its 16 GPUs, and
+// an earlier test's namespace goes in the background (its TrainJobs, then their Workloads): until they are
+// gone, their reservations would keep this test's TrainJobs from being admitted.
+func queueIdle(t *testing.T) {
+	t.Helper()
+	eventually(t, "the ClusterQueue "+cluster.KueueClusterQueue+" reserving nothing (earlier tests' TrainJobs gone)", func(ctx context.Context) error {
+		cq := kueueObject("ClusterQueue", "", cluster.KueueClusterQueue, nil)
+		if err := suite.client.Get(ctx, client.ObjectKeyFromObject(cq), cq); err != nil {
+			return err
+		}
+		if n, _, _ := unstructured.NestedInt64(cq.Object, "status", "reservingWorkloads"); n != 0 {
+			return fmt.Errorf("%d Workloads reserve quota", n)
+		}
+		return nil
+	})
 }
 
 // diagnose logs the TrainJobs and Workloads of ns, for a failed test.

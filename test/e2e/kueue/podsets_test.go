@@ -51,6 +51,8 @@ func TestPodSetsEqualKueue(t *testing.T) {
 	}
 	for _, rt := range runtimes.Items {
 		t.Run(rt.Name, func(t *testing.T) {
+			// The TrainJob of the runtime before (deleted in the foreground, not awaited) may still hold quota.
+			queueIdle(t)
 			// An empty trainer keeps the runtime's defaults; without one, Trainer v2.2's Flux plugin, which Kueue
 			// runs, dereferences nil and Kueue's webhook refuses the TrainJob (docs/kueue.md).
 			tj := &trainer.TrainJob{
