@@ -23,8 +23,8 @@ import (
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 )
 
-// BinaryEnv names the environment variable that gives a kubectl-trainjob binary already built (`make
-// test-e2e` sets it to bin/kubectl-trainjob); without it, Binary builds one.
+// BinaryEnv names the environment variable that gives a kubectl-trainjob binary already built (`make test`,
+// `make test-e2e` and `make test-chaos` set it to bin/kubectl-trainjob); without it, Binary builds one.
 const BinaryEnv = "KUBECTL_TRAINJOB_BIN"
 
 // operatorReadyTimeout bounds how long the operator may take to serve its webhooks after it starts.
@@ -343,7 +343,8 @@ func Binary(ctx context.Context, dir string) (string, error) {
 		return bin, nil
 	}
 	bin := filepath.Join(dir, "kubectl-trainjob")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/kubectl-trainjob")
+	// make build's settings (static, -trimpath), so that both share Go's build cache.
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", bin, "./cmd/kubectl-trainjob")
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
