@@ -78,6 +78,10 @@ type Options struct {
 	// ResourceFlavor KueueResourceFlavor of the GPU nodes and the ClusterQueue KueueClusterQueue with
 	// KueueGPUQuota nvidia.com/gpu; CreateLocalQueue adds a LocalQueue to a namespace (README "Kueue").
 	Kueue bool
+
+	// multiKueueManager makes the cluster a MultiKueue management cluster (StartMultiKueue): Kueue in the api
+	// profile, its ClusterQueue admitting through MultiKueue's admission check.
+	multiKueueManager bool
 }
 
 // Cluster is a running local cluster. Stop it when done.
@@ -151,7 +155,12 @@ func (c *Cluster) start(ctx context.Context) error {
 		return c.startFull(ctx)
 	}
 	if c.opts.JobSet {
-		return c.startJobSetAlone(ctx)
+		if err := c.startJobSetAlone(ctx); err != nil {
+			return err
+		}
+	}
+	if c.opts.Kueue {
+		return c.startKueueAlone(ctx)
 	}
 	return nil
 }
@@ -308,8 +317,8 @@ func (o Options) withDefaults() (Options, error) {
 		binaries = append(binaries, "kubelet", "kube-proxy", "pause", "cni/bridge", "cni/host-local", "cni/loopback")
 	}
 	if o.Kueue {
-		if o.Profile != ProfileFull {
-			return o, fmt.Errorf("Kueue needs the %s profile", ProfileFull)
+		if o.Profile != ProfileFull && !o.multiKueueManager {
+			return o, fmt.Errorf("Kueue needs the %s profile (or StartMultiKueue's management cluster)", ProfileFull)
 		}
 		binaries = append(binaries, "kueue", "kueue-manifests/webhooks.yaml", "kueue-manifests/crd")
 	}

@@ -142,10 +142,6 @@ leaderElection: {leaderElect: false}
 	}
 
 	all := []*process{kcm, scheduler, kwok, jobset}
-	type check struct {
-		what string
-		cond func(context.Context) (bool, error)
-	}
 	checks := []check{
 		{"kube-controller-manager /healthz", healthz("https", kcmPort)},
 		{"kube-scheduler /healthz", healthz("https", schedulerPort)},
@@ -156,26 +152,29 @@ leaderElection: {leaderElect: false}
 	}
 	if kueue != nil {
 		all = append(all, kueue)
-		checks = append(checks,
-			check{"Kueue /readyz", func(ctx context.Context) (bool, error) {
-				return httpOK(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", c.kueueHealthPort))
-			}},
-			check{"Kueue webhook server at " + kueueAddr, func(ctx context.Context) (bool, error) { return tlsServing(ctx, kueueAddr) }},
-			// Created through Kueue's webhooks, so this also proves they answer.
-			check{"Kueue ResourceFlavor and ClusterQueue created", func(ctx context.Context) (bool, error) {
-				err := c.createKueueQueues(ctx)
-				return err == nil, err
-			}},
-			check{"ClusterQueue " + KueueClusterQueue + " Active", c.kueueQueueActive},
-		)
+		checks = append(checks, c.kueueReady(kueueAddr)...)
 	}
-	for _, check := range checks {
-		if err := waitUntil(ctx, componentStartTimeout, check.what, all, check.cond); err != nil {
-			return err
-		}
+	if err := waitAll(ctx, all, checks); err != nil {
+		return err
 	}
 	if c.node != nil {
 		return c.startRealNode(ctx)
+	}
+	return nil
+}
+
+// check is a condition a component must reach before Start returns.
+type check struct {
+	what string
+	cond func(context.Context) (bool, error)
+}
+
+// waitAll waits for each check in turn, each within componentStartTimeout, failing at once if one of procs exits.
+func waitAll(ctx context.Context, procs []*process, checks []check) error {
+	for _, check := range checks {
+		if err := waitUntil(ctx, componentStartTimeout, check.what, procs, check.cond); err != nil {
+			return err
+		}
 	}
 	return nil
 }

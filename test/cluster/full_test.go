@@ -89,15 +89,7 @@ func (s *suite) jobSetCompletes(t *testing.T) {
 	if err := s.cl.Create(t.Context(), js); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "JobSet Completed", func(ctx context.Context) (bool, error) {
-		if err := s.cl.Get(ctx, client.ObjectKeyFromObject(js), js); err != nil {
-			return false, err
-		}
-		if meta.IsStatusConditionTrue(js.Status.Conditions, string(jobsetv1alpha2.JobSetFailed)) {
-			return false, fmt.Errorf("JobSet failed: %+v", js.Status.Conditions)
-		}
-		return meta.IsStatusConditionTrue(js.Status.Conditions, string(jobsetv1alpha2.JobSetCompleted)), nil
-	})
+	s.waitCompleted(t, js, "JobSet Completed")
 
 	var jobs batchv1.JobList
 	if err := s.cl.List(t.Context(), &jobs, client.InNamespace(ns)); err != nil {
@@ -172,6 +164,20 @@ func (s *suite) recordPodPhases(t *testing.T, ns string) func() [][]corev1.PodPh
 		}
 		return all
 	}
+}
+
+// waitCompleted waits until the JobSet js is Completed (what names the wait), failing the test if it fails.
+func (s *suite) waitCompleted(t *testing.T, js *jobsetv1alpha2.JobSet, what string) {
+	t.Helper()
+	eventually(t, what, func(ctx context.Context) (bool, error) {
+		if err := s.cl.Get(ctx, client.ObjectKeyFromObject(js), js); err != nil {
+			return false, err
+		}
+		if meta.IsStatusConditionTrue(js.Status.Conditions, string(jobsetv1alpha2.JobSetFailed)) {
+			return false, fmt.Errorf("JobSet failed: %+v", js.Status.Conditions)
+		}
+		return meta.IsStatusConditionTrue(js.Status.Conditions, string(jobsetv1alpha2.JobSetCompleted)), nil
+	})
 }
 
 func isGPUNode(name string) bool { return strings.HasPrefix(name, "gpu-node-") }

@@ -81,7 +81,8 @@ func (c *Cluster) startKueue(ctx context.Context, configDir string) (*process, s
 
 	configPath := filepath.Join(configDir, "kueue.yaml")
 	// The visibility API is off: it is an aggregated API server, which the API server reaches only through a
-	// Service, and no Service routes to loopback here.
+	// Service, and no Service routes to loopback here. MultiKueue is on, as by default since Kueue v0.9; only a
+	// management cluster's ClusterQueue (StartMultiKueue) has its admission check, so only there does it dispatch.
 	config := fmt.Appendf(nil, `apiVersion: config.kueue.x-k8s.io/v1beta2
 kind: Configuration
 namespace: %s
@@ -91,7 +92,7 @@ webhook: {host: 127.0.0.1, port: %d, certDir: %q}
 metrics: {bindAddress: "0"}
 health: {healthProbeBindAddress: "127.0.0.1:%d"}
 clientConnection: {qps: 200, burst: 400}
-featureGates: {VisibilityOnDemand: false}
+featureGates: {VisibilityOnDemand: false, MultiKueue: true}
 integrations:
   frameworks: ["trainer.kubeflow.org/trainjob", "jobset.x-k8s.io/jobset"]
 `, kueueNamespace, c.kueueWebhooks.LocalServingPort, c.kueueWebhooks.LocalServingCertDir, healthPort)
@@ -108,6 +109,41 @@ integrations:
 		return nil, "", err
 	}
 	return p, net.JoinHostPort("127.0.0.1", strconv.Itoa(c.kueueWebhooks.LocalServingPort)), nil
+}
+
+// kueueReady are the checks of a started Kueue: it is ready, serves its webhooks, its ResourceFlavor and
+// ClusterQueue are created through them (which proves they answer), and the ClusterQueue is Active. On a
+// MultiKueue management cluster the ClusterQueue waits for its admission check, which waits for the worker:
+// StartMultiKueue checks it once the two are connected.
+func (c *Cluster) kueueReady(addr string) []check {
+	checks := []check{
+		{"Kueue /readyz", func(ctx context.Context) (bool, error) {
+			return httpOK(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", c.kueueHealthPort))
+		}},
+		{"Kueue webhook server at " + addr, func(ctx context.Context) (bool, error) { return tlsServing(ctx, addr) }},
+		{"Kueue ResourceFlavor and ClusterQueue created", func(ctx context.Context) (bool, error) {
+			err := c.createKueueQueues(ctx)
+			return err == nil, err
+		}},
+	}
+	if !c.opts.multiKueueManager {
+		checks = append(checks, check{"ClusterQueue " + KueueClusterQueue + " Active", c.kueueQueueActive})
+	}
+	return checks
+}
+
+// startKueueAlone starts Kueue next to the api profile's API server (a MultiKueue management cluster, whose
+// TrainJobs run elsewhere) and waits until it is ready.
+func (c *Cluster) startKueueAlone(ctx context.Context) error {
+	configDir := filepath.Join(c.Dir, "config")
+	if err := os.MkdirAll(configDir, 0o755); err != nil {
+		return err
+	}
+	p, addr, err := c.startKueue(ctx, configDir)
+	if err != nil {
+		return err
+	}
+	return waitAll(ctx, []*process{p}, c.kueueReady(addr))
 }
 
 // kueueCommand returns how to run Kueue. Without its internal certificate management Kueue reads its metrics
@@ -170,7 +206,7 @@ func (c *Cluster) createKueueQueues(ctx context.Context) error {
 	// Every resource a pod of a shipped runtime may request is covered; GPUs are what the quota is about.
 	cpu := strconv.Itoa(max(c.opts.GPUNodes, 0) * 96)
 	memory := strconv.Itoa(max(c.opts.GPUNodes, 0)) + "Ti"
-	queue := kueueObject("ClusterQueue", "", KueueClusterQueue, map[string]any{
+	queueSpec := map[string]any{
 		"namespaceSelector": map[string]any{},
 		"preemption":        map[string]any{"withinClusterQueue": "LowerPriority"},
 		"resourceGroups": []any{map[string]any{
@@ -184,7 +220,12 @@ func (c *Cluster) createKueueQueues(ctx context.Context) error {
 				},
 			}},
 		}},
-	})
+	}
+	if c.opts.multiKueueManager {
+		// Every Workload the queue admits goes through MultiKueue's check, which dispatches it to the worker.
+		queueSpec["admissionChecksStrategy"] = map[string]any{"admissionChecks": []any{map[string]any{"name": MultiKueueAdmissionCheck}}}
+	}
+	queue := kueueObject("ClusterQueue", "", KueueClusterQueue, queueSpec)
 	for _, o := range []struct {
 		resource string
 		obj      *unstructured.Unstructured
@@ -196,27 +237,40 @@ func (c *Cluster) createKueueQueues(ctx context.Context) error {
 	return nil
 }
 
-// kueueQueueActive reports whether the ClusterQueue is Active: Kueue has seen it and its flavor.
+// kueueQueueActive reports whether the ClusterQueue is Active: Kueue has seen it and its flavor (and on a
+// MultiKueue management cluster its admission check).
 func (c *Cluster) kueueQueueActive(ctx context.Context) (bool, error) {
-	client, err := dynamic.NewForConfig(c.Config)
-	if err != nil {
-		return false, err
+	return c.kueueActive("clusterqueues", KueueClusterQueue)(ctx)
+}
+
+// kueueActive reports whether Kueue's cluster-scoped object resource/name has its Active condition True.
+func (c *Cluster) kueueActive(resource, name string) func(context.Context) (bool, error) {
+	return func(ctx context.Context) (bool, error) {
+		client, err := dynamic.NewForConfig(c.Config)
+		if err != nil {
+			return false, err
+		}
+		u, err := client.Resource(c.kueueGVR(resource)).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return activeCondition(u)
 	}
-	cq, err := client.Resource(c.kueueGVR("clusterqueues")).Get(ctx, KueueClusterQueue, metav1.GetOptions{})
-	if err != nil {
-		return false, err
-	}
-	conds, _, _ := unstructured.NestedSlice(cq.Object, "status", "conditions")
+}
+
+// activeCondition reports whether a Kueue object's Active condition is True, and what it says otherwise.
+func activeCondition(u *unstructured.Unstructured) (bool, error) {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
 	for _, cond := range conds {
 		m, _ := cond.(map[string]any)
 		if m["type"] == "Active" {
 			if m["status"] == "True" {
 				return true, nil
 			}
-			return false, fmt.Errorf("ClusterQueue %s is not active: %v: %v", KueueClusterQueue, m["reason"], m["message"])
+			return false, fmt.Errorf("%s %s is not active: %v: %v", u.GetKind(), u.GetName(), m["reason"], m["message"])
 		}
 	}
-	return false, fmt.Errorf("ClusterQueue %s has no Active condition yet", KueueClusterQueue)
+	return false, fmt.Errorf("%s %s has no Active condition yet", u.GetKind(), u.GetName())
 }
 
 // CreateLocalQueue creates the LocalQueue KueueLocalQueue in namespace, feeding the cluster's ClusterQueue.

@@ -2,13 +2,11 @@ package cluster_test
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -40,15 +38,7 @@ func TestKueue(t *testing.T) {
 		if !ptr.Deref(js.Spec.Suspend, false) {
 			t.Errorf("Kueue's webhook did not suspend the JobSet at creation")
 		}
-		eventually(t, "JobSet Completed", func(ctx context.Context) (bool, error) {
-			if err := s.cl.Get(ctx, client.ObjectKeyFromObject(js), js); err != nil {
-				return false, err
-			}
-			if meta.IsStatusConditionTrue(js.Status.Conditions, string(jobsetv1alpha2.JobSetFailed)) {
-				return false, fmt.Errorf("JobSet failed: %+v", js.Status.Conditions)
-			}
-			return meta.IsStatusConditionTrue(js.Status.Conditions, string(jobsetv1alpha2.JobSetCompleted)), nil
-		})
+		s.waitCompleted(t, js, "JobSet Completed")
 		var pods corev1.PodList
 		if err := s.cl.List(t.Context(), &pods, client.InNamespace(ns), client.MatchingLabels{"jobset.sigs.k8s.io/jobset-name": js.Name}); err != nil {
 			t.Fatal(err)

@@ -1,7 +1,9 @@
 package cluster
 
 import (
+	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -13,39 +15,76 @@ import (
 // of every log is printed and the folder kept. Missing binaries fail the test with a hint to run `make tools`.
 func StartForTest(t testing.TB, opts Options) *Cluster {
 	t.Helper()
-	ownLogDir := opts.LogDir == ""
-	if ownLogDir {
-		dir, err := os.MkdirTemp("", "trainjob-cluster-logs-")
-		if err != nil {
-			t.Fatal(err)
-		}
-		opts.LogDir = dir
-	}
+	logDir, own := testLogDir(t, opts.LogDir)
+	opts.LogDir = logDir
 	begin := time.Now()
 	c, err := Start(t.Context(), opts)
 	if err != nil {
-		t.Fatalf("%v\ncomponent logs kept in %s", err, opts.LogDir)
+		t.Fatalf("%v\ncomponent logs kept in %s", err, logDir)
 	}
 	t.Logf("local cluster (%s profile) started in %v; kubeconfig %s; logs in %s",
 		c.Profile, time.Since(begin).Round(time.Millisecond), c.KubeconfigPath, c.LogDir)
+	stopWithTest(t, "local cluster", c.Stop, c.DumpLogs, logDir, own)
+	return c
+}
+
+// StartMultiKueueForTest is StartForTest for StartMultiKueue: each cluster logs to a folder of its own
+// (manager/, worker/) in the temporary folder, unless its Options.LogDir is set.
+func StartMultiKueueForTest(t testing.TB, opts MultiKueueOptions) *MultiKueue {
+	t.Helper()
+	logDir, own := testLogDir(t, "")
+	for _, o := range []struct {
+		opts *Options
+		dir  string
+	}{{&opts.Manager, "manager"}, {&opts.Worker, "worker"}} {
+		if o.opts.LogDir == "" {
+			o.opts.LogDir = filepath.Join(logDir, o.dir)
+		}
+	}
+	begin := time.Now()
+	m, err := StartMultiKueue(t.Context(), opts)
+	if err != nil {
+		t.Fatalf("%v\ncomponent logs kept in %s", err, logDir)
+	}
+	t.Logf("MultiKueue clusters started and connected in %v; kubeconfigs %s (manager), %s (worker); logs in %s",
+		time.Since(begin).Round(time.Millisecond), m.Manager.KubeconfigPath, m.Worker.KubeconfigPath, logDir)
+	stopWithTest(t, "MultiKueue clusters", m.Stop, m.DumpLogs, logDir, own)
+	return m
+}
+
+// testLogDir is logDir, or when empty a new temporary folder, which the test then owns.
+func testLogDir(t testing.TB, logDir string) (string, bool) {
+	t.Helper()
+	if logDir != "" {
+		return logDir, false
+	}
+	dir, err := os.MkdirTemp("", "trainjob-cluster-logs-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir, true
+}
+
+// stopWithTest stops what was started (what names it) when the test ends: on failure it prints the tails of
+// the logs and keeps logDir, else it removes logDir if the test owns it.
+func stopWithTest(t testing.TB, what string, stop func() error, dumpLogs func(io.Writer, int), logDir string, own bool) {
 	t.Cleanup(func() {
 		if t.Failed() {
 			var tails strings.Builder
-			c.DumpLogs(&tails, 40)
-			t.Logf("local cluster logs (kept in %s):\n%s", c.LogDir, tails.String())
+			dumpLogs(&tails, 40)
+			t.Logf("%s logs (kept in %s):\n%s", what, logDir, tails.String())
 		}
 		begin := time.Now()
-		if err := c.Stop(); err != nil {
-			t.Errorf("stop local cluster: %v", err)
+		if err := stop(); err != nil {
+			t.Errorf("stop %s: %v", what, err)
 		}
-		t.Logf("local cluster stopped in %v", time.Since(begin).Round(time.Millisecond))
-		if ownLogDir && !t.Failed() {
-			if err := os.RemoveAll(c.LogDir); err != nil {
+		t.Logf("%s stopped in %v", what, time.Since(begin).Round(time.Millisecond))
+		if own && !t.Failed() {
+			if err := os.RemoveAll(logDir); err != nil {
 				t.Error(err)
 			}
 		}
 	})
-	return c
 }
 
 // RequireRealNode skips t on a machine that cannot run the real node at all (not Linux, or not root) and
