@@ -164,6 +164,12 @@ func (f *ConfigFactory) Client() (client.WithWatch, error) {
 	if err != nil {
 		return nil, err
 	}
+	return ClientFor(cfg, f.Scheme())
+}
+
+// ClientFor is a controller-runtime client of cfg with scheme, which maps the kinds the commands use without
+// discovery, as Factory.Client's does: for a cluster other than the factory's (a MultiKueue worker).
+func ClientFor(cfg *rest.Config, scheme *runtime.Scheme) (client.WithWatch, error) {
 	httpClient, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, err
@@ -172,7 +178,7 @@ func (f *ConfigFactory) Client() (client.WithWatch, error) {
 	if err != nil {
 		return nil, err
 	}
-	return client.NewWithWatch(cfg, client.Options{Scheme: f.Scheme(), HTTPClient: httpClient, Mapper: mapper})
+	return client.NewWithWatch(cfg, client.Options{Scheme: scheme, HTTPClient: httpClient, Mapper: mapper})
 }
 
 // Clientset is a client-go clientset (for pod logs and events).

@@ -10,6 +10,9 @@
 // from one discovery request for the kueue.x-k8s.io group, made once per Client; when the group is not served
 // (Kueue is not installed), the commands show no Kueue details and no error.
 //
+// For a TrainJob that MultiKueue dispatched to a worker cluster it finds the worker as MultiKueue reaches it
+// (multikueue.go): its MultiKueueCluster and kubeconfig Secret.
+//
 // It must not write anything but a Workload's spec.active, and reads nothing a command did not ask for.
 package kueue
 
@@ -92,6 +95,8 @@ type PriorityClassRef struct {
 type WorkloadStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 	Admission  *Admission         `json:"admission,omitempty"`
+	// ClusterName is the worker cluster MultiKueue dispatched the Workload to (Kueue v0.9 and later).
+	ClusterName *string `json:"clusterName,omitempty"`
 }
 
 // Admission is where Kueue admitted a Workload.
@@ -234,6 +239,8 @@ type Client struct {
 	once    sync.Once
 	version string // "" when Kueue's API is not served
 	err     error
+
+	workerCache
 }
 
 // NewClient is a Client of the factory's API server. It sends no request.

@@ -8,9 +8,11 @@ import (
 	"io"
 	"net/http"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	fakerest "k8s.io/client-go/rest/fake"
@@ -24,6 +26,12 @@ type API struct {
 	Versions []string
 	// Workloads are the Workloads there are.
 	Workloads []kueue.Workload
+	// MultiKueueClusters are the MultiKueueClusters there are, by name, as the API serves them (JSON objects).
+	MultiKueueClusters map[string]any
+	// Secrets are the Secrets of Kueue's namespace (kueue.Namespace).
+	Secrets []corev1.Secret
+	// Forbidden are the paths the user may not GET.
+	Forbidden []string
 
 	mu sync.Mutex
 	// requests are "METHOD PATH" of every request, and the body of patches after a blank.
@@ -60,6 +68,18 @@ func (a *API) serve(r *http.Request) (*http.Response, error) {
 	a.requests = append(a.requests, line)
 	a.mu.Unlock()
 
+	if r.Method == http.MethodGet && slices.Contains(a.Forbidden, r.URL.Path) {
+		return respond(http.StatusForbidden, metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
+			Status: metav1.StatusFailure, Reason: metav1.StatusReasonForbidden, Code: http.StatusForbidden, Message: "forbidden: " + r.URL.Path})
+	}
+	if name, ok := strings.CutPrefix(r.URL.Path, path.Join("/api/v1/namespaces", kueue.Namespace, "secrets")+"/"); ok && r.Method == http.MethodGet {
+		for _, s := range a.Secrets {
+			if s.Name == name {
+				return respond(http.StatusOK, s)
+			}
+		}
+	}
+
 	if r.URL.Path == "/apis/"+kueue.Group && r.Method == http.MethodGet && len(a.Versions) > 0 {
 		group := metav1.APIGroup{Name: kueue.Group}
 		for _, v := range a.Versions {
@@ -76,6 +96,10 @@ func (a *API) serve(r *http.Request) (*http.Response, error) {
 		}
 		parts := strings.Split(rest, "/")
 		switch {
+		case r.Method == http.MethodGet && len(parts) == 2 && parts[0] == "multikueueclusters":
+			if mc, ok := a.MultiKueueClusters[parts[1]]; ok {
+				return respond(http.StatusOK, mc)
+			}
 		case r.Method == http.MethodGet && len(parts) == 1 && parts[0] == "workloads":
 			return respond(http.StatusOK, kueue.WorkloadList{Items: a.Workloads})
 		case r.Method == http.MethodGet && len(parts) == 3 && parts[0] == "namespaces" && parts[2] == "workloads":
