@@ -27,7 +27,10 @@ import (
 //
 // Then, at once: only while a pod cannot be scheduled, a fifth request reads the nodes, to tell whether
 // taints alone keep it off them (a user who may not read nodes gets the scheduler's message instead); and
-// only for a TrainJob in a Kueue LocalQueue, with kc, at most four more (fetchQueue). At most nine in all.
+// only for a TrainJob in a Kueue LocalQueue, with kc, at most four more (fetchQueue). At most nine in all,
+// but for a TrainJob that MultiKueue dispatched to a worker cluster: then, once its Workload names the worker,
+// the worker's MultiKueueCluster and kubeconfig Secret (once per kc) and these four or five requests against
+// the worker instead of the nodes (fetchWorker): at most fifteen.
 func Fetch(ctx context.Context, c client.Reader, kc *kueue.Client, namespace, name string) (Objects, error) {
 	var (
 		tj                             *trainer.TrainJob
@@ -69,7 +72,10 @@ func Fetch(ctx context.Context, c client.Reader, kc *kueue.Client, namespace, na
 		wg.Go(func() { in.Queue, queueErr = fetchQueue(ctx, kc, tj) })
 	}
 	wg.Wait()
-	return in, errors.Join(nodesErr, queueErr)
+	if err := errors.Join(nodesErr, queueErr); err != nil {
+		return in, err
+	}
+	return in, fetchWorker(ctx, c, kc, &in)
 }
 
 // fetchQueue reads what Kueue says of tj, in a LocalQueue: one discovery request for Kueue's API group (once

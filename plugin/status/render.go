@@ -37,6 +37,9 @@ func Render(w io.Writer, s *Summary, now time.Time, color bool) error {
 	if p := s.Progress; p != nil {
 		fmt.Fprintf(w, "Progress:    %s\n", printers.Escape(progressLine(p, s.Stage.Terminal(), now)))
 	}
+	if wk := s.Worker; wk != nil {
+		fmt.Fprintf(w, "Worker:      %s\n", printers.Escape(wk.Line()))
+	}
 	if q := s.Queue; q != nil {
 		if err := renderQueue(w, q, since); err != nil {
 			return err

@@ -2,7 +2,8 @@
 // and why, when each stage started and ended, its replicated jobs and pods, every transition and the recent
 // warnings; `-w` follows it until it is terminal; `-o json|yaml` prints the same Summary for tools.
 // It reads only what upstream Kubeflow Trainer's controller writes too, and for a TrainJob in a Kueue
-// LocalQueue what Kueue writes (plugin/kueue). Its requests are bounded: at most nine (Fetch).
+// LocalQueue what Kueue writes (plugin/kueue), and for one that MultiKueue dispatched the worker cluster's
+// copy (multikueue.go). Its requests are bounded: at most nine, fifteen for a dispatched one (Fetch).
 package status
 
 import (
@@ -74,6 +75,12 @@ For a TrainJob in a Kueue LocalQueue (label kueue.x-k8s.io/queue-name) it also s
 Workload: LocalQueue and ClusterQueue, priority, position in the queue (from Kueue's visibility
 API; "pending" where that is not served), whether and when Kueue admitted it and why not, and
 its evictions (preemptions); the Workload's conditions and Events join the timeline.
+
+For a TrainJob that Kueue's MultiKueue dispatched to a worker cluster (spec.managedBy
+kueue.x-k8s.io/multikueue), the Worker line names that cluster, and the jobs, pods and warnings
+are the worker's, read through the kubeconfig Secret MultiKueue itself uses (MultiKueueCluster,
+then its Secret in kueue-system) when you may read it; when you may not, the line says where the
+TrainJob runs and how to reach it.
 
 With -w it follows the TrainJob until it is Complete or Failed: on a terminal the screen is
 redrawn in place; otherwise one line is printed per transition. It then exits 0 if Complete and

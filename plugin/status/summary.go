@@ -48,6 +48,8 @@ type Summary struct {
 	Progress *Progress `json:"progress,omitempty"`
 	// Queue is what Kueue says of a TrainJob in one of its LocalQueues (label kueue.x-k8s.io/queue-name).
 	Queue *Queue `json:"queue,omitempty"`
+	// Worker is the worker cluster a TrainJob that MultiKueue dispatched runs on (multikueue.go).
+	Worker *Worker `json:"worker,omitempty"`
 	// Stages is the pipeline: Pending, Initializing (when the runtime has initializers), Training, and the
 	// terminal stage once reached, each with when it started and ended.
 	Stages     []StageSpan        `json:"stages"`
@@ -198,6 +200,9 @@ type Objects struct {
 	// Queue holds Kueue's objects of a TrainJob in a LocalQueue; nil when not read (no such label, or no
 	// Kueue client).
 	Queue *QueueObjects
+	// Worker is what was read of the worker cluster of a TrainJob that MultiKueue dispatched; Jobs, Pods,
+	// Nodes and the Events of the TrainJob's children are then the worker's.
+	Worker *WorkerObjects
 }
 
 // QueueObjects are Kueue's objects about a TrainJob in a LocalQueue.
@@ -260,6 +265,7 @@ func Summarize(in Objects, now time.Time) *Summary {
 	s.Timeline = timeline(tj, workloadOf(in), in.Events)
 	s.Warnings = warnings(in)
 	s.Queue = summarizeQueue(in, s.Stage)
+	s.Worker = summarizeWorker(in, s.Stage.Terminal())
 	if !s.Stage.Terminal() && s.Stage != stage.Suspended && s.Stage != stage.Queued {
 		s.BlockedByTaint = taintBlock(tj, in.Pods, in.Nodes)
 	}
