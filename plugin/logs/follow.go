@@ -260,6 +260,12 @@ func (f *follower) finish(ctx context.Context, tj *trainer.TrainJob) error {
 		ft.signal(sigFinish)
 	}
 	f.tailWG.Wait()
+	return outcome(tj)
+}
+
+// outcome is the error a follow of the terminal TrainJob tj ends with: none when it is Complete, exit code 2
+// with its reason when it Failed.
+func outcome(tj *trainer.TrainJob) error {
 	if stage.Of(tj) == stage.Failed {
 		msg := "TrainJob " + tj.Name + " Failed"
 		if c := meta.FindStatusCondition(tj.Status.Conditions, trainer.TrainJobFailed); c != nil && (c.Reason != "" || c.Message != "") {

@@ -23,6 +23,7 @@ import (
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/stage"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/completion"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/kueue"
 )
 
 var (
@@ -35,7 +36,12 @@ pipeline is followed: the dataset and model initializers while they run, then th
 Following re-attaches to restarted containers and to pods that replace others without
 repeating or losing a line, and ends when the TrainJob is Complete (exit 0) or Failed (exit 2).
 
-Ranks are completion indexes, which Kubeflow Trainer's torch runtime passes as the node rank.`)
+Ranks are completion indexes, which Kubeflow Trainer's torch runtime passes as the node rank.
+
+A TrainJob that Kueue's MultiKueue dispatched to a worker cluster runs there: its logs are read
+from the worker through the kubeconfig Secret MultiKueue itself uses (MultiKueueCluster, then its
+Secret in kueue-system) when you may read it, and -f first waits for the dispatch. When you may
+not, it says where the TrainJob runs and how to read its logs there (exit 1).`)
 
 	logsExample = `  # Rank 0 of the trainer
   kubectl trainjob logs llama
@@ -77,6 +83,8 @@ type LogsOptions struct {
 	color     bool
 	client    client.WithWatch
 	clientset kubernetes.Interface
+	// kueue finds the worker cluster of a TrainJob that MultiKueue dispatched (multikueue.go).
+	kueue *kueue.Client
 
 	cmdutil.Streams
 }
@@ -142,6 +150,9 @@ func (o *LogsOptions) Complete(f cmdutil.Factory, cmd *cobra.Command, args []str
 	if o.clientset, err = f.Clientset(); err != nil {
 		return err
 	}
+	if o.kueue, err = kueue.NewClient(f); err != nil {
+		return err
+	}
 	o.color = f.UseColor(o.Out)
 	o.sel = selection{stage: o.Stage, node: o.Node, container: o.Container, follow: o.Follow, rank: allRanks, rankSet: cmd.Flags().Changed("rank")}
 	if o.Node != "" && !o.sel.rankSet {
@@ -184,6 +195,13 @@ func (o *LogsOptions) Run(ctx context.Context) error {
 	tj := &trainer.TrainJob{}
 	if err := o.client.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: o.Name}, tj); err != nil {
 		return cmdutil.DescribeError(err, o.Namespace, o.Name)
+	}
+	if kueue.Dispatched(tj) {
+		var ended bool
+		var err error
+		if tj, ended, err = o.onWorker(ctx, tj); err != nil || ended {
+			return err
+		}
 	}
 	if o.Follow {
 		return newFollower(o).run(ctx)
