@@ -58,6 +58,10 @@ var multiKueueRules = []rbacv1.PolicyRule{
 type MultiKueueOptions struct {
 	Manager Options
 	Worker  Options
+	// Started, when set, is called with each cluster as soon as it has started ("manager" or "worker"), before
+	// the two are connected, for both at the same time: an end-to-end test installs the product on each
+	// meanwhile. An error stops both.
+	Started func(ctx context.Context, name string, c *Cluster) error
 }
 
 // MultiKueue is two local clusters side by side, from the same programs: a management cluster (the api
@@ -82,8 +86,8 @@ func StartMultiKueue(ctx context.Context, opts MultiKueueOptions) (*MultiKueue, 
 	m := &MultiKueue{}
 	var managerErr, workerErr error
 	var wg sync.WaitGroup
-	wg.Go(func() { m.Manager, managerErr = Start(ctx, manager) })
-	wg.Go(func() { m.Worker, workerErr = Start(ctx, worker) })
+	wg.Go(func() { m.Manager, managerErr = startAndCall(ctx, "manager", manager, opts.Started) })
+	wg.Go(func() { m.Worker, workerErr = startAndCall(ctx, "worker", worker, opts.Started) })
 	wg.Wait()
 	if err := errors.Join(managerErr, workerErr); err != nil {
 		return nil, errors.Join(err, m.Stop())
@@ -94,6 +98,19 @@ func StartMultiKueue(ctx context.Context, opts MultiKueueOptions) (*MultiKueue, 
 		return nil, errors.Join(fmt.Errorf("connect the MultiKueue clusters: %w\n%s", err, tails.String()), m.Stop())
 	}
 	return m, nil
+}
+
+// startAndCall starts a cluster and calls started with it, if set; on started's error the cluster is
+// returned with it, to be stopped.
+func startAndCall(ctx context.Context, name string, opts Options, started func(context.Context, string, *Cluster) error) (*Cluster, error) {
+	c, err := Start(ctx, opts)
+	if err != nil || started == nil {
+		return c, err
+	}
+	if err := started(ctx, name, c); err != nil {
+		return c, fmt.Errorf("%s cluster: %w", name, err)
+	}
+	return c, nil
 }
 
 // connect gives the manager the worker's kubeconfig and the MultiKueue objects, and waits until they are Active.
