@@ -70,9 +70,11 @@ var commands = map[string]runBy{
 	"kubectl-trainjob operator --config config.yaml":                                  {tests: []string{"test/demo.TestNoWait", "test/bench.TestSmoke"}},
 	"kubectl trainjob completion bash":                                                {tests: []string{"test/integration/cli.TestCompletion"}},
 
-	// README: With Kueue.
-	"kubectl trainjob list -o wide":  {tests: []string{"test/e2e/kueue.TestQueueing/the second waits for GPUs, suspended, and its Workload says why", "test/integration/cli.TestList"}},
-	"kubectl trainjob status second": {tests: []string{"test/e2e/kueue.TestQueueing/the second waits for GPUs, suspended, and its Workload says why"}},
+	// README: With Kueue (and MultiKueue).
+	"kubectl trainjob list -o wide":             {tests: []string{"test/e2e/kueue.TestQueueing/the second waits for GPUs, suspended, and its Workload says why", "test/integration/cli.TestList"}},
+	"kubectl trainjob status second":            {tests: []string{"test/e2e/kueue.TestQueueing/the second waits for GPUs, suspended, and its Workload says why"}},
+	"kubectl trainjob status llama-mk":          {tests: []string{"test/e2e/multikueue.TestDispatch/status and logs read the worker through the management cluster"}},
+	"kubectl trainjob logs llama-mk --rank all": {tests: []string{"test/e2e/multikueue.TestDispatch/status and logs read the worker through the management cluster"}},
 
 	// CONTRIBUTING.md.
 	"make test":                     {tests: []string{"test/readme.TestCIRunsMakeTest"}},
@@ -115,6 +117,8 @@ var outputs = map[string]string{
 	"kubectl trainjob version":                                                        "test/integration/cli/testdata/version/operator.golden",
 	"kubectl trainjob list -o wide":                                                   "test/e2e/kueue/testdata/queued-list.golden",
 	"kubectl trainjob status second":                                                  "test/e2e/kueue/testdata/queued-status.golden",
+	"kubectl trainjob status llama-mk":                                                "test/e2e/multikueue/testdata/status.golden",
+	"kubectl trainjob logs llama-mk --rank all":                                       "test/e2e/multikueue/testdata/logs.golden",
 }
 
 // TestCommandMap: every command the documents show is in commands, every entry there is still shown, every test
