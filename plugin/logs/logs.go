@@ -139,7 +139,7 @@ func (o *LogsOptions) Complete(f cmdutil.Factory, cmd *cobra.Command, args []str
 	if o.client, err = f.Client(); err != nil {
 		return err
 	}
-	if o.clientset, err = f.Clientset(); err != nil {
+	if o.clientset, err = f.KubernetesClientSet(); err != nil {
 		return err
 	}
 	o.color = f.UseColor(o.Out)
