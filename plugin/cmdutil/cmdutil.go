@@ -1,6 +1,8 @@
 // Package cmdutil holds what every command of the kubectl plugin shares: the client factory built from
-// kubectl's global flags, exit codes, colour, and reading a TrainJob by name with a clear error. A helper two
-// commands need lives here, never in one command that the other imports.
+// kubectl's global flags (kubectl's own cmdutil.Factory, with what these commands ask for besides), the one
+// place that prints a command's error and chooses its exit code, colour, the one watcher, the ranks of a
+// replicated job, and reading a TrainJob by name with a clear error. A helper two commands need lives here,
+// never in one command that the other imports.
 package cmdutil
 
 import (
@@ -15,58 +17,26 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	"k8s.io/cli-runtime/pkg/printers"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	kcmdutil "k8s.io/kubectl/pkg/cmd/util"
+	"k8s.io/kubectl/pkg/util/term"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/scheme"
 )
 
-// Exit codes of every command (documented in --help and the README).
-const (
-	ExitOK      = 0 // success, or the TrainJob is Complete
-	ExitError   = 1 // any error
-	ExitFailed  = 2 // the TrainJob Failed
-	ExitTimeout = 3 // a wait timed out
-)
-
-// ExitCodeError carries the exit code of a command that did not succeed.
-type ExitCodeError struct {
-	Code int
-	Err  error
-}
-
-func (e *ExitCodeError) Error() string { return e.Err.Error() }
-func (e *ExitCodeError) Unwrap() error { return e.Err }
-
-// WithExitCode wraps err so the binary exits with code.
-func WithExitCode(code int, err error) error { return &ExitCodeError{Code: code, Err: err} }
-
-// ExitCode is the process exit code for a command's error.
-func ExitCode(err error) int {
-	if err == nil {
-		return ExitOK
-	}
-	var ec *ExitCodeError
-	if errors.As(err, &ec) {
-		return ec.Code
-	}
-	return ExitError
-}
-
-// Factory is what commands ask for clients, namespace, scheme and colour, as kubectl's cmdutil.Factory is: an
-// interface, so that a command depends on what it asks for and a test hands it a factory of its own instead of
-// presetting fields. It is a genericclioptions.RESTClientGetter, as kubectl's is.
+// Factory is what commands ask for clients, namespace, scheme and colour. It is kubectl's cmdutil.Factory
+// (k8s.io/kubectl/pkg/cmd/util) with what the commands of this plugin ask for besides, so that a command
+// depends on what it asks for, and a unit test of pure logic hands it kubectl's test factory (cmdutiltest)
+// instead of presetting fields. Every client it makes — kubectl's clientset, REST and dynamic clients, and
+// the controller-runtime client — comes from its one REST config (ToRESTConfig).
 type Factory interface {
-	genericclioptions.RESTClientGetter
+	kcmdutil.Factory
 	// AddFlags adds kubectl's global flags (--kubeconfig, --context, -n, ...) and --color to flags.
 	AddFlags(flags *pflag.FlagSet)
 	// ValidateFlags rejects global flag values no command can use.
 	ValidateFlags() error
-	// RESTConfig is the client config, with a clear error when there is none.
-	RESTConfig() (*rest.Config, error)
 	// Namespace is the namespace of --namespace or the current context, and whether it was given explicitly.
 	Namespace() (string, bool, error)
 	// NamespaceFlag is the value of --namespace, "" when not given.
@@ -75,15 +45,15 @@ type Factory interface {
 	Scheme() *runtime.Scheme
 	// Client is a controller-runtime client with the project's scheme.
 	Client() (client.WithWatch, error)
-	// Clientset is a client-go clientset (for pod logs and events).
-	Clientset() (kubernetes.Interface, error)
 	// UseColor tells whether to colour output written to out.
 	UseColor(out io.Writer) bool
 }
 
 // ConfigFactory is the Factory of the binary: clients from kubectl's global flags.
 type ConfigFactory struct {
-	*genericclioptions.ConfigFlags
+	kcmdutil.Factory
+	// ConfigFlags are kubectl's global flags (tests wrap their transport with WrapConfigFn).
+	ConfigFlags *genericclioptions.ConfigFlags
 	// Color is the --color flag: auto, always or never.
 	Color string
 
@@ -100,7 +70,7 @@ func NewFactory() *ConfigFactory {
 
 // NewFactoryFromFlags returns a factory of the given kubectl flags (tests wrap their transport).
 func NewFactoryFromFlags(flags *genericclioptions.ConfigFlags) *ConfigFactory {
-	return &ConfigFactory{ConfigFlags: flags, Color: "auto"}
+	return &ConfigFactory{Factory: kcmdutil.NewFactory(clusterConfig{flags}), ConfigFlags: flags, Color: "auto"}
 }
 
 // AddFlags adds kubectl's global flags and --color.
@@ -121,33 +91,10 @@ func (f *ConfigFactory) ValidateFlags() error {
 // NamespaceFlag is the value of --namespace.
 func (f *ConfigFactory) NamespaceFlag() string { return ptr.Deref(f.ConfigFlags.Namespace, "") }
 
-// RESTConfig is the client config, with a clear error when there is none.
-func (f *ConfigFactory) RESTConfig() (*rest.Config, error) {
-	if f.noCluster() {
-		return nil, errors.New("no cluster to talk to: no kubeconfig found (set KUBECONFIG or pass --kubeconfig)")
-	}
-	cfg, err := f.ConfigFlags.ToRESTConfig()
-	if err != nil {
-		return nil, fmt.Errorf("no cluster to talk to: %w (set KUBECONFIG or pass --kubeconfig)", err)
-	}
-	cfg.QPS, cfg.Burst = 50, 100
-	return cfg, nil
-}
-
-// noCluster tells whether nothing names a cluster: no kubeconfig, no --server, not in a pod. client-go would
-// then fall back to http://localhost:8080 and fail later with "connection refused".
-func (f *ConfigFactory) noCluster() bool {
-	if ptr.Deref(f.ConfigFlags.APIServer, "") != "" || os.Getenv("KUBERNETES_SERVICE_HOST") != "" {
-		return false
-	}
-	raw, err := f.ConfigFlags.ToRawKubeConfigLoader().RawConfig()
-	return err == nil && len(raw.Clusters) == 0
-}
-
 // Namespace is the namespace of --namespace or the current context, and
 // whether it was given explicitly.
 func (f *ConfigFactory) Namespace() (string, bool, error) {
-	return f.ConfigFlags.ToRawKubeConfigLoader().Namespace()
+	return f.ToRawKubeConfigLoader().Namespace()
 }
 
 // Scheme is the project's scheme (pkg/scheme), built once, when a command first needs it: building it costs
@@ -160,7 +107,7 @@ func (f *ConfigFactory) Scheme() *runtime.Scheme {
 // Client is a controller-runtime client with the project's scheme. It maps the kinds the commands use
 // without discovery (newRESTMapper).
 func (f *ConfigFactory) Client() (client.WithWatch, error) {
-	cfg, err := f.RESTConfig()
+	cfg, err := f.ToRESTConfig()
 	if err != nil {
 		return nil, err
 	}
@@ -181,17 +128,8 @@ func ClientFor(cfg *rest.Config, scheme *runtime.Scheme) (client.WithWatch, erro
 	return client.NewWithWatch(cfg, client.Options{Scheme: scheme, HTTPClient: httpClient, Mapper: mapper})
 }
 
-// Clientset is a client-go clientset (for pod logs and events).
-func (f *ConfigFactory) Clientset() (kubernetes.Interface, error) {
-	cfg, err := f.RESTConfig()
-	if err != nil {
-		return nil, err
-	}
-	return kubernetes.NewForConfig(cfg)
-}
-
-// UseColor tells whether to colour output written to out: --color=always,
-// or auto on a terminal without NO_COLOR and TERM=dumb.
+// UseColor tells whether to colour output written to out: --color=always, or auto on a terminal without
+// NO_COLOR and TERM=dumb (kubectl's util/term).
 func (f *ConfigFactory) UseColor(out io.Writer) bool {
 	switch f.Color {
 	case "always":
@@ -202,7 +140,37 @@ func (f *ConfigFactory) UseColor(out io.Writer) bool {
 	if os.Getenv("NO_COLOR") != "" {
 		return false
 	}
-	return printers.AllowsColorOutput(out)
+	return term.AllowsColorOutput(out)
+}
+
+// clusterConfig is kubectl's flags as the REST client getter of kubectl's factory, so that every client the
+// factory makes has the REST config of ToRESTConfig.
+type clusterConfig struct {
+	*genericclioptions.ConfigFlags
+}
+
+// ToRESTConfig is the client config, with a clear error when there is none, and the rate limits of a
+// command that reads a TrainJob's pods, Jobs and Events at once.
+func (c clusterConfig) ToRESTConfig() (*rest.Config, error) {
+	if c.noCluster() {
+		return nil, errors.New("no cluster to talk to: no kubeconfig found (set KUBECONFIG or pass --kubeconfig)")
+	}
+	cfg, err := c.ConfigFlags.ToRESTConfig()
+	if err != nil {
+		return nil, fmt.Errorf("no cluster to talk to: %w (set KUBECONFIG or pass --kubeconfig)", err)
+	}
+	cfg.QPS, cfg.Burst = 50, 100
+	return cfg, nil
+}
+
+// noCluster tells whether nothing names a cluster: no kubeconfig, no --server, not in a pod. client-go would
+// then fall back to http://localhost:8080 and fail later with "connection refused".
+func (c clusterConfig) noCluster() bool {
+	if ptr.Deref(c.ConfigFlags.APIServer, "") != "" || os.Getenv("KUBERNETES_SERVICE_HOST") != "" {
+		return false
+	}
+	raw, err := c.ConfigFlags.ToRawKubeConfigLoader().RawConfig()
+	return err == nil && len(raw.Clusters) == 0
 }
 
 // Streams are the IO streams of a command.

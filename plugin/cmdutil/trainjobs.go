@@ -2,9 +2,11 @@ package cmdutil
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
@@ -76,4 +78,17 @@ func NamespaceAndClient(f Factory, c client.WithWatch) (string, client.WithWatch
 		}
 	}
 	return ns, c, nil
+}
+
+// Failed is the error of a command that followed a TrainJob until it Failed: "TrainJob NAME Failed: REASON:
+// MESSAGE" of its Failed condition, with exit code ExitFailed.
+func Failed(tj *trainer.TrainJob) error {
+	msg := "TrainJob " + tj.Name + " Failed"
+	if c := meta.FindStatusCondition(tj.Status.Conditions, trainer.TrainJobFailed); c != nil && (c.Reason != "" || c.Message != "") {
+		msg += ": " + c.Reason
+		if c.Message != "" {
+			msg += ": " + c.Message
+		}
+	}
+	return WithExitCode(ExitFailed, errors.New(msg))
 }

@@ -17,7 +17,7 @@ var Shells = []string{"bash", "zsh", "fish", "powershell"}
 
 const completionLong = `Print a shell completion script for kubectl-trainjob.
 
-The script completes the binary's own name, kubectl-trainjob. For "kubectl trainjob <TAB>",
+The script completes the binary's own name, kubectl-trainjob. For "kubectl trainjob" and a TAB,
 kubectl (1.26 or later) runs kubectl_complete-trainjob from PATH: copy that two-line
 script from the release archive (krew/kubectl_complete-trainjob in the repository) into
 a folder on PATH and make it executable.

@@ -3,6 +3,7 @@ package completion
 import (
 	"context"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -115,4 +116,30 @@ func TrainJobNodes(f cmdutil.Factory) cobra.CompletionFunc {
 		slices.Sort(nodes)
 		return nodes
 	}, 0)
+}
+
+// TrainerRanks completes the ranks of the trainer (the replicated job node) of the TrainJob named by the
+// first argument, read from its JobSet (port-forward --rank).
+func TrainerRanks(f cmdutil.Factory) cobra.CompletionFunc {
+	return FromCluster(f, func(ctx context.Context, cl client.Client, ns string, _ *cobra.Command, args []string, toComplete string) []cobra.Completion {
+		if len(args) == 0 {
+			return nil
+		}
+		js := &jobsetv1alpha2.JobSet{}
+		if cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: args[0]}, js) != nil {
+			return nil
+		}
+		var ranks []cobra.Completion
+		for _, rj := range js.Spec.ReplicatedJobs {
+			if rj.Name != trainer.Node {
+				continue
+			}
+			for r := range int(rj.Replicas) * cmdutil.PodsPerJob(rj.Template.Spec) {
+				if s := strconv.Itoa(r); strings.HasPrefix(s, toComplete) {
+					ranks = append(ranks, s)
+				}
+			}
+		}
+		return ranks
+	}, cobra.ShellCompDirectiveKeepOrder)
 }

@@ -2,8 +2,11 @@ package create
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
+	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,7 +24,8 @@ const gpuResource corev1.ResourceName = "nvidia.com/gpu"
 // resourcesExample is the example every --resources-per-node error shows.
 const resourcesExample = "--resources-per-node cpu=4,memory=16Gi,nvidia.com/gpu=8"
 
-// spec is what the flags say about the TrainJob to create.
+// spec is what the flags say about the TrainJob to create, or about what to change in a copy (create
+// --from, rerun --set).
 type spec struct {
 	name             string
 	namespace        string
@@ -33,11 +37,82 @@ type spec struct {
 	env              []string
 	datasetURI       string
 	modelURI         string
-	suspend          bool
+	suspend          *bool
 	labels           []string
 	annotations      []string
 	queue            string
 	command          []string
+
+	// The values of the flags whose zero value a user may mean (--nodes 0 is refused, --suspend=false
+	// resumes a copy): nodes, gpusPerNode and suspend are set from them only when the flag is given.
+	nodesFlag   int32
+	gpusFlag    int64
+	suspendFlag bool
+}
+
+// addFlags adds the flags that say what the TrainJob is: create's own, and the names rerun --set takes.
+func (s *spec) addFlags(fl *pflag.FlagSet) {
+	fl.StringVarP(&s.runtime, "runtime", "r", "", "Runtime: NAME of a ClusterTrainingRuntime, or trainingruntime/NAME")
+	fl.StringVar(&s.image, "image", "", "Image of the trainer container")
+	fl.Int32Var(&s.nodesFlag, "nodes", 0, "Number of training nodes (default: the runtime's)")
+	fl.Int64Var(&s.gpusFlag, "gpus-per-node", 0, "nvidia.com/gpu requested and limited per node")
+	fl.StringVar(&s.resourcesPerNode, "resources-per-node", "", "Resources requested and limited per node, e.g. cpu=4,memory=16Gi,nvidia.com/gpu=8")
+	fl.StringArrayVar(&s.env, "env", nil, "Environment variable of the trainer, NAME=VALUE (repeatable)")
+	fl.StringVar(&s.datasetURI, "dataset-uri", "", "storageUri of the dataset initializer, e.g. hf://tatsu-lab/alpaca")
+	fl.StringVar(&s.modelURI, "model-uri", "", "storageUri of the model initializer, e.g. hf://meta-llama/Llama-3.2-1B-Instruct")
+	fl.BoolVar(&s.suspendFlag, "suspend", false, "Create the TrainJob suspended")
+	fl.StringArrayVar(&s.labels, "label", nil, "Label of the TrainJob, KEY=VALUE (repeatable)")
+	fl.StringArrayVar(&s.annotations, "annotation", nil, "Annotation of the TrainJob, KEY=VALUE (repeatable)")
+	fl.StringVar(&s.queue, "queue", "", "Kueue LocalQueue (sets the label "+kueue.QueueLabel+")")
+}
+
+// specFlagNames are the names of the flags addFlags adds, in its order.
+func specFlagNames() []string {
+	fl := pflag.NewFlagSet("spec", pflag.ContinueOnError)
+	fl.SortFlags = false
+	(&spec{}).addFlags(fl)
+	var names []string
+	fl.VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
+	return names
+}
+
+// complete sets nodes, gpusPerNode and suspend from the flags of fl that were given.
+func (s *spec) complete(fl *pflag.FlagSet) {
+	if fl.Changed("nodes") {
+		s.nodes = ptr.To(s.nodesFlag)
+	}
+	if fl.Changed("gpus-per-node") {
+		s.gpusPerNode = ptr.To(s.gpusFlag)
+	}
+	if fl.Changed("suspend") {
+		s.suspend = ptr.To(s.suspendFlag)
+	}
+}
+
+// set takes rerun's --set FLAG=VALUE: each is the create flag FLAG given the value VALUE, parsed as create
+// parses it (a repeatable flag, such as env, may be set several times).
+func (s *spec) set(assignments []string) error {
+	fl := pflag.NewFlagSet("set", pflag.ContinueOnError)
+	s.addFlags(fl)
+	for _, a := range assignments {
+		name, value, ok := strings.Cut(a, "=")
+		if !ok || name == "" {
+			return fmt.Errorf("invalid --set %q: write it as FLAG=VALUE with a flag of create, e.g. --set nodes=4", a)
+		}
+		flag := fl.Lookup(name)
+		if flag == nil {
+			return fmt.Errorf("invalid --set %q: %s is not a flag create takes; use one of %s", a, name, strings.Join(specFlagNames(), ", "))
+		}
+		if err := fl.Set(name, value); err != nil {
+			what := map[string]string{"bool": "true or false", "int32": "a whole number", "int64": "a whole number"}[flag.Value.Type()]
+			if what == "" {
+				return fmt.Errorf("invalid --set %q: %v", a, err)
+			}
+			return fmt.Errorf("invalid --set %q: --%s takes %s, not %q", a, name, what, value)
+		}
+	}
+	s.complete(fl)
+	return nil
 }
 
 // runtimeRef turns --runtime into a reference: NAME is a ClusterTrainingRuntime (the API's default kind), and
@@ -63,68 +138,107 @@ func runtimeRef(value string) (trainer.RuntimeRef, error) {
 // trainJob builds the TrainJob the flags describe. It only reads the flags: whether the runtime exists is
 // checked against the cluster later.
 func (s *spec) trainJob() (*trainer.TrainJob, error) {
-	if len(validation.IsDNS1035Label(s.name)) > 0 {
-		return nil, fmt.Errorf("invalid TrainJob name %q: use at most 63 lower case letters, digits and '-', starting with a letter and ending with a letter or digit", s.name)
+	if err := checkName(s.name); err != nil {
+		return nil, err
 	}
 	if s.runtime == "" {
 		return nil, fmt.Errorf("--runtime is required: name a ClusterTrainingRuntime, or %sNAME; list runtimes with: kubectl trainjob runtimes", completion.RuntimeKindPrefix)
 	}
-	ref, err := runtimeRef(s.runtime)
-	if err != nil {
-		return nil, err
-	}
 	tj := &trainer.TrainJob{
 		TypeMeta:   metav1.TypeMeta{APIVersion: trainer.GroupVersion.String(), Kind: trainer.TrainJobKind},
 		ObjectMeta: metav1.ObjectMeta{Name: s.name, Namespace: s.namespace},
-		Spec:       trainer.TrainJobSpec{RuntimeRef: ref},
 	}
-	if tj.Labels, err = keyValues("--label", s.labels, true); err != nil {
+	if err := s.applyTo(tj); err != nil {
 		return nil, err
 	}
-	if s.queue != "" {
-		if errs := validation.IsValidLabelValue(s.queue); len(errs) > 0 {
-			return nil, fmt.Errorf("invalid --queue %q: %s", s.queue, strings.Join(errs, "; "))
-		}
-		if tj.Labels == nil {
-			tj.Labels = map[string]string{}
-		}
-		tj.Labels[kueue.QueueLabel] = s.queue
-	}
-	if tj.Annotations, err = keyValues("--annotation", s.annotations, false); err != nil {
-		return nil, err
-	}
-	if s.suspend {
-		tj.Spec.Suspend = ptr.To(true)
-	}
-	if s.datasetURI != "" || s.modelURI != "" {
-		tj.Spec.Initializer = &trainer.Initializer{}
-		if s.datasetURI != "" {
-			if err := checkURI("--dataset-uri", s.datasetURI); err != nil {
-				return nil, err
-			}
-			tj.Spec.Initializer.Dataset = &trainer.DatasetInitializer{StorageUri: ptr.To(s.datasetURI)}
-		}
-		if s.modelURI != "" {
-			if err := checkURI("--model-uri", s.modelURI); err != nil {
-				return nil, err
-			}
-			tj.Spec.Initializer.Model = &trainer.ModelInitializer{StorageUri: ptr.To(s.modelURI)}
-		}
-	}
-	t, err := s.trainer()
-	if err != nil {
-		return nil, err
-	}
-	tj.Spec.Trainer = t
 	return tj, nil
 }
 
-// trainer is spec.trainer, nil when no flag sets any of it.
-func (s *spec) trainer() (*trainer.Trainer, error) {
-	t := &trainer.Trainer{Command: s.command, NumNodes: s.nodes}
-	if s.image != "" {
-		t.Image = ptr.To(s.image)
+// checkName applies the API's rule for a TrainJob's name, so the error comes before anything is sent.
+func checkName(name string) error {
+	if len(validation.IsDNS1035Label(name)) > 0 {
+		return fmt.Errorf("invalid TrainJob name %q: use at most 63 lower case letters, digits and '-', starting with a letter and ending with a letter or digit", name)
 	}
+	return nil
+}
+
+// applyTo sets on tj what the flags say and leaves the rest of tj as it is: create makes a TrainJob of the
+// flags alone, create --from and rerun change a copy. Labels, annotations and env vars given replace those of
+// the same key and add the others; resources given replace those of the same name in both requests and
+// limits.
+func (s *spec) applyTo(tj *trainer.TrainJob) error {
+	if s.runtime != "" {
+		ref, err := runtimeRef(s.runtime)
+		if err != nil {
+			return err
+		}
+		tj.Spec.RuntimeRef = ref
+	}
+	labels, err := keyValues("--label", s.labels, true)
+	if err != nil {
+		return err
+	}
+	if s.queue != "" {
+		if errs := validation.IsValidLabelValue(s.queue); len(errs) > 0 {
+			return fmt.Errorf("invalid --queue %q: %s", s.queue, strings.Join(errs, "; "))
+		}
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		labels[kueue.QueueLabel] = s.queue
+	}
+	tj.Labels = merged(tj.Labels, labels)
+	annotations, err := keyValues("--annotation", s.annotations, false)
+	if err != nil {
+		return err
+	}
+	tj.Annotations = merged(tj.Annotations, annotations)
+	if s.suspend != nil {
+		// false is the API's default: a copy of a suspended TrainJob given --suspend=false runs.
+		tj.Spec.Suspend = nil
+		if *s.suspend {
+			tj.Spec.Suspend = ptr.To(true)
+		}
+	}
+	if err := s.applyInitializer(&tj.Spec); err != nil {
+		return err
+	}
+	tj.Spec.Trainer, err = s.applyTrainer(tj.Spec.Trainer)
+	return err
+}
+
+// applyInitializer sets the storageUri of the dataset and model initializers the flags give.
+func (s *spec) applyInitializer(spec *trainer.TrainJobSpec) error {
+	if s.datasetURI != "" {
+		if err := checkURI("--dataset-uri", s.datasetURI); err != nil {
+			return err
+		}
+		if spec.Initializer == nil {
+			spec.Initializer = &trainer.Initializer{}
+		}
+		if spec.Initializer.Dataset == nil {
+			spec.Initializer.Dataset = &trainer.DatasetInitializer{}
+		}
+		spec.Initializer.Dataset.StorageUri = ptr.To(s.datasetURI)
+	}
+	if s.modelURI != "" {
+		if err := checkURI("--model-uri", s.modelURI); err != nil {
+			return err
+		}
+		if spec.Initializer == nil {
+			spec.Initializer = &trainer.Initializer{}
+		}
+		if spec.Initializer.Model == nil {
+			spec.Initializer.Model = &trainer.ModelInitializer{}
+		}
+		spec.Initializer.Model.StorageUri = ptr.To(s.modelURI)
+	}
+	return nil
+}
+
+// applyTrainer is t (spec.trainer) with what the flags set; t stays nil when no flag sets any of it, so that
+// the runtime decides.
+func (s *spec) applyTrainer(t *trainer.Trainer) (*trainer.Trainer, error) {
 	if s.nodes != nil && *s.nodes < 0 {
 		return nil, fmt.Errorf("invalid --nodes %d: use 1 or more", *s.nodes)
 	}
@@ -132,7 +246,6 @@ func (s *spec) trainer() (*trainer.Trainer, error) {
 	if err != nil {
 		return nil, err
 	}
-	t.Env = env
 	res, err := parseResources(s.resourcesPerNode)
 	if err != nil {
 		return nil, err
@@ -149,14 +262,69 @@ func (s *spec) trainer() (*trainer.Trainer, error) {
 		}
 		res[gpuResource] = *resource.NewQuantity(*s.gpusPerNode, resource.DecimalSI)
 	}
+	if s.image == "" && s.command == nil && s.nodes == nil && env == nil && res == nil {
+		return t, nil
+	}
+	if t == nil {
+		t = &trainer.Trainer{}
+	}
+	if s.image != "" {
+		t.Image = ptr.To(s.image)
+	}
+	if s.command != nil {
+		t.Command = s.command
+	}
+	if s.nodes != nil {
+		t.NumNodes = s.nodes
+	}
+	t.Env = mergedEnv(t.Env, env)
 	if res != nil {
 		// Requests and limits alike, as the Kubeflow SDK's resources_per_node does: GPUs need both equal.
-		t.ResourcesPerNode = &corev1.ResourceRequirements{Requests: res, Limits: res.DeepCopy()}
-	}
-	if t.Image == nil && t.Command == nil && t.NumNodes == nil && t.Env == nil && t.ResourcesPerNode == nil {
-		return nil, nil
+		if t.ResourcesPerNode == nil {
+			t.ResourcesPerNode = &corev1.ResourceRequirements{}
+		}
+		t.ResourcesPerNode.Requests = mergedResources(t.ResourcesPerNode.Requests, res)
+		t.ResourcesPerNode.Limits = mergedResources(t.ResourcesPerNode.Limits, res)
 	}
 	return t, nil
+}
+
+// merged is m with the keys of add set to add's values; nil when both are empty.
+func merged(m, add map[string]string) map[string]string {
+	if len(add) == 0 {
+		return m
+	}
+	if m == nil {
+		m = map[string]string{}
+	}
+	maps.Copy(m, add)
+	return m
+}
+
+// mergedEnv is env with the variables of add: one of the same name takes its place, the others are appended
+// in their order.
+func mergedEnv(env, add []corev1.EnvVar) []corev1.EnvVar {
+	for _, v := range add {
+		i := slices.IndexFunc(env, func(e corev1.EnvVar) bool { return e.Name == v.Name })
+		if i < 0 {
+			env = append(env, v)
+			continue
+		}
+		env[i] = v
+	}
+	return env
+}
+
+// mergedResources is a copy of list with the quantities of add.
+func mergedResources(list, add corev1.ResourceList) corev1.ResourceList {
+	out := list.DeepCopy()
+	if out == nil {
+		out = corev1.ResourceList{}
+	}
+	for name, q := range add {
+		out[name] = q.DeepCopy()
+	}
+	return out
 }
 
 // parseResources parses cpu=4,memory=16Gi,nvidia.com/gpu=8.

@@ -1,5 +1,8 @@
-// Package create is `kubectl trainjob create`: a TrainJob from flags or from a file, checked against the
-// cluster (its runtime must exist) before anything is created, optionally waited for.
+// Package create is `kubectl trainjob create`: a TrainJob from flags, from a file or copied from another
+// (--from), checked against the cluster (its runtime must exist) before anything is created, optionally
+// waited for; and `kubectl trainjob rerun`, which is create --from with a name chosen for the copy. The two
+// share one package because rerun is create's copy with its own arguments, not a command that needs a helper
+// of create's.
 package create
 
 import (
@@ -34,6 +37,10 @@ From flags, NAME and --runtime are required. --runtime NAME is a ClusterTraining
 Arguments after -- become the trainer's command. --gpus-per-node and --resources-per-node
 set requests and limits alike, as the Kubeflow SDK does.
 
+With --from TEMPLATE the TrainJob is a copy of the TrainJob TEMPLATE of the namespace as its
+creator wrote it, with its labels (see kubectl trainjob rerun --help); the flags given change the
+copy.
+
 The runtime must exist: nothing is created otherwise. With --wait the command returns when
 the TrainJob ends: exit 0 when it is Complete, 2 when it Failed, 3 when --timeout passes
 first. --follow waits too and prints a line at every change of stage.`
@@ -49,7 +56,10 @@ const createExample = `  # Four nodes of eight GPUs on the torch-distributed run
   kubectl trainjob create -f trainjob.yaml --follow
 
   # Print the object without creating it
-  kubectl trainjob create llama --runtime torch-distributed --dry-run=client -o yaml`
+  kubectl trainjob create llama --runtime torch-distributed --dry-run=client -o yaml
+
+  # A copy of the TrainJob llama on eight nodes
+  kubectl trainjob create llama-8 --from llama --nodes 8`
 
 // Dry-run strategies, as kubectl spells them.
 const (
@@ -70,9 +80,14 @@ type CreateOptions struct {
 	// Clock stamps the lines --follow prints.
 	Clock clock.PassiveClock
 
-	spec           spec
-	nodes          int32
-	gpusPerNode    int64
+	// From is --from: the TrainJob of the namespace the new one is a copy of.
+	From string
+
+	spec spec
+	// rerun marks the options of rerun: the copy is named for the user unless NEW is given, and says what it
+	// is a rerun of. sets are its --set FLAG=VALUE.
+	rerun          bool
+	sets           []string
 	namespaceGiven bool
 	color          bool
 	printer        printers.ResourcePrinter
@@ -101,10 +116,10 @@ func NewCmdCreate(f cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
 // NewCmdCreateWithOptions is `kubectl trainjob create` with preset options (a pinned clock in tests).
 func NewCmdCreateWithOptions(f cmdutil.Factory, o *CreateOptions) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:                   "create NAME --runtime RUNTIME [flags] [-- COMMAND [ARG...]] | create -f FILE",
+		Use:                   "create NAME --runtime RUNTIME [flags] [-- COMMAND [ARG...]] | create -f FILE | create NAME --from TEMPLATE [flags]",
 		DisableFlagsInUseLine: true,
 		Aliases:               []string{"submit"},
-		Short:                 "Create a TrainJob from flags or from a file",
+		Short:                 "Create a TrainJob from flags, from a file or as a copy of another",
 		Long:                  createLong,
 		Example:               createExample,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -117,31 +132,27 @@ func NewCmdCreateWithOptions(f cmdutil.Factory, o *CreateOptions) *cobra.Command
 			return o.Run(cmd.Context())
 		},
 	}
-	s := &o.spec
 	fl := cmd.Flags()
-	fl.StringVarP(&s.runtime, "runtime", "r", "", "Runtime: NAME of a ClusterTrainingRuntime, or trainingruntime/NAME")
-	fl.StringVar(&s.image, "image", "", "Image of the trainer container")
-	fl.Int32Var(&o.nodes, "nodes", 0, "Number of training nodes (default: the runtime's)")
-	fl.Int64Var(&o.gpusPerNode, "gpus-per-node", 0, "nvidia.com/gpu requested and limited per node")
-	fl.StringVar(&s.resourcesPerNode, "resources-per-node", "", "Resources requested and limited per node, e.g. cpu=4,memory=16Gi,nvidia.com/gpu=8")
-	fl.StringArrayVar(&s.env, "env", nil, "Environment variable of the trainer, NAME=VALUE (repeatable)")
-	fl.StringVar(&s.datasetURI, "dataset-uri", "", "storageUri of the dataset initializer, e.g. hf://tatsu-lab/alpaca")
-	fl.StringVar(&s.modelURI, "model-uri", "", "storageUri of the model initializer, e.g. hf://meta-llama/Llama-3.2-1B-Instruct")
-	fl.BoolVar(&s.suspend, "suspend", false, "Create the TrainJob suspended")
-	fl.StringArrayVar(&s.labels, "label", nil, "Label of the TrainJob, KEY=VALUE (repeatable)")
-	fl.StringArrayVar(&s.annotations, "annotation", nil, "Annotation of the TrainJob, KEY=VALUE (repeatable)")
-	fl.StringVar(&s.queue, "queue", "", "Kueue LocalQueue (sets the label "+kueue.QueueLabel+")")
+	o.spec.addFlags(fl)
 	fl.StringVarP(&o.Filename, "filename", "f", "", "File with one TrainJob, or - for stdin")
+	fl.StringVar(&o.From, "from", "", "Copy the TrainJob TEMPLATE of the namespace as its creator wrote it (see rerun); the other flags change the copy")
+	o.addRunFlags(cmd)
+	_ = cmd.RegisterFlagCompletionFunc("runtime", completion.RuntimeNames(f))
+	_ = cmd.RegisterFlagCompletionFunc("from", completion.TrainJobNames(f))
+	_ = cmd.MarkFlagFilename("filename", "yaml", "yml", "json")
+	return cmd
+}
+
+// addRunFlags adds the flags of how the TrainJob is sent and followed, which create and rerun share.
+func (o *CreateOptions) addRunFlags(cmd *cobra.Command) {
+	fl := cmd.Flags()
 	fl.StringVar(&o.DryRun, "dry-run", o.DryRun, `"none", "client" (print the object, send nothing) or "server" (the API server checks it, nothing is stored)`)
 	fl.Lookup("dry-run").NoOptDefVal = dryRunClient
 	fl.BoolVar(&o.Wait, "wait", false, "Wait until the TrainJob is Complete (exit 0) or Failed (exit 2)")
 	fl.BoolVar(&o.Follow, "follow", false, "Wait, printing a line at every change of stage")
 	fl.DurationVar(&o.Timeout, "timeout", 0, "With --wait or --follow: give up after this long (exit 3); 0 waits for ever")
 	o.PrintFlags.AddFlags(cmd)
-	_ = cmd.RegisterFlagCompletionFunc("runtime", completion.RuntimeNames(f))
 	_ = cmd.RegisterFlagCompletionFunc("dry-run", cobra.FixedCompletions([]string{dryRunNone, dryRunClient, dryRunServer}, cobra.ShellCompDirectiveNoFileComp))
-	_ = cmd.MarkFlagFilename("filename", "yaml", "yml", "json")
-	return cmd
 }
 
 // Complete resolves the namespace, the client, NAME and the trainer command after --.
@@ -157,17 +168,17 @@ func (o *CreateOptions) Complete(f cmdutil.Factory, cmd *cobra.Command, args []s
 		return fmt.Errorf("too many arguments %q: give one NAME (the trainer's command goes after --)", args)
 	case len(args) == 1:
 		o.spec.name = args[0]
+	case o.From != "":
+		return fmt.Errorf("give a NAME for the copy of %s, or let rerun choose one: kubectl trainjob rerun %s", o.From, o.From)
 	case o.Filename == "":
 		return errors.New("give a NAME and --runtime, or -f FILE; see kubectl trainjob create --help")
 	}
-	if cmd.Flags().Changed("nodes") {
-		o.spec.nodes = ptr.To(o.nodes)
-	}
-	if cmd.Flags().Changed("gpus-per-node") {
-		o.spec.gpusPerNode = ptr.To(o.gpusPerNode)
-	}
+	o.spec.complete(cmd.Flags())
 	if o.Filename != "" {
-		for _, name := range []string{"runtime", "image", "nodes", "gpus-per-node", "resources-per-node", "env", "dataset-uri", "model-uri", "suspend", "label", "annotation", "queue"} {
+		if o.From != "" {
+			return errors.New("--from cannot be combined with -f: copy a TrainJob of the cluster, or create one from a file")
+		}
+		for _, name := range specFlagNames() {
 			if cmd.Flags().Changed(name) {
 				return fmt.Errorf("--%s cannot be combined with -f: set it in the file", name)
 			}
@@ -176,6 +187,12 @@ func (o *CreateOptions) Complete(f cmdutil.Factory, cmd *cobra.Command, args []s
 			return errors.New("a command after -- cannot be combined with -f: set spec.trainer.command in the file")
 		}
 	}
+	return o.completeRun(f)
+}
+
+// completeRun resolves what sending and following the TrainJob need: the namespace, the printer, the
+// clients, colour and standard input.
+func (o *CreateOptions) completeRun(f cmdutil.Factory) error {
 	var err error
 	if o.spec.namespace, o.namespaceGiven, err = f.Namespace(); err != nil {
 		return err
@@ -226,7 +243,7 @@ func (o *CreateOptions) Validate() error {
 
 // Run builds the TrainJob, checks its runtime, creates it and waits when asked.
 func (o *CreateOptions) Run(ctx context.Context) error {
-	tj, err := o.trainJob()
+	tj, err := o.trainJob(ctx)
 	if err != nil {
 		return err
 	}
@@ -251,9 +268,12 @@ func (o *CreateOptions) Run(ctx context.Context) error {
 	return nil
 }
 
-// trainJob is the TrainJob of the flags or of the file.
-func (o *CreateOptions) trainJob() (*trainer.TrainJob, error) {
-	if o.Filename == "" {
+// trainJob is the TrainJob of the flags, of the file, or the copy of --from changed by the flags.
+func (o *CreateOptions) trainJob(ctx context.Context) (*trainer.TrainJob, error) {
+	switch {
+	case o.From != "":
+		return o.copyOf(ctx)
+	case o.Filename == "":
 		return o.spec.trainJob()
 	}
 	data, err := o.read()

@@ -27,6 +27,15 @@ import (
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
 )
 
+const long = `Show how the operator builds a TrainJob: the phases of its pipeline, each extension point, the
+plugins that run there in the order they run, and what each changed (env vars, volumes, mounts, counts,
+the objects built). It runs the operator's own pipeline, for its configuration (--config,
+--feature-gates).
+
+It works offline, from a TrainJob and its runtime in files (-f, --runtime-file); for a runtime of the
+cluster and a TrainJob that changes nothing of it (--runtime); and for a TrainJob of the cluster (NAME),
+built from the operator's snapshot of its runtime, with where the TrainJob is now.`
+
 const example = `  # How the operator builds a live TrainJob, and where it is now
   kubectl trainjob describe-pipeline my-job
 
@@ -69,6 +78,7 @@ func newCmd(o *Options) *cobra.Command {
 		Use:     "describe-pipeline [NAME | --runtime RUNTIME | -f FILE]",
 		Aliases: []string{"pipeline"},
 		Short:   "Show the phases, extension points and plugins that build a TrainJob, and what each contributed",
+		Long:    long,
 		Example: example,
 		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -238,7 +238,7 @@ type clients struct {
 }
 
 func newClients(f cmdutil.Factory) (*clients, error) {
-	cfg, err := f.RESTConfig()
+	cfg, err := f.ToRESTConfig()
 	if err != nil {
 		return nil, err
 	}

@@ -289,10 +289,6 @@ func run(t *testing.T, args ...string) string {
 	streams := cmdutil.Streams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}
 	root := plugin.NewRootCommand(cmdutil.NewFactory(), streams, NewCmdInstall)
 	root.SetArgs(args)
-	code := 0
-	if err := root.ExecuteContext(t.Context()); err != nil {
-		fmt.Fprintln(&errOut, "error:", err)
-		code = cmdutil.ExitCode(err)
-	}
+	code := cmdutil.CheckErr(&errOut, root.ExecuteContext(t.Context()))
 	return fmt.Sprintf("exit code: %d\n--- stdout\n%s--- stderr\n%s", code, out.String(), errOut.String())
 }

@@ -245,7 +245,7 @@ type Client struct {
 
 // NewClient is a Client of the factory's API server. It sends no request.
 func NewClient(f cmdutil.Factory) (*Client, error) {
-	cfg, err := f.RESTConfig()
+	cfg, err := f.ToRESTConfig()
 	if err != nil {
 		return nil, err
 	}

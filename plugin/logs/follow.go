@@ -2,7 +2,6 @@ package logs
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -12,7 +11,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -267,14 +265,7 @@ func (f *follower) finish(ctx context.Context, tj *trainer.TrainJob) error {
 // with its reason when it Failed.
 func outcome(tj *trainer.TrainJob) error {
 	if stage.Of(tj) == stage.Failed {
-		msg := "TrainJob " + tj.Name + " Failed"
-		if c := meta.FindStatusCondition(tj.Status.Conditions, trainer.TrainJobFailed); c != nil && (c.Reason != "" || c.Message != "") {
-			msg += ": " + c.Reason
-			if c.Message != "" {
-				msg += ": " + c.Message
-			}
-		}
-		return cmdutil.WithExitCode(cmdutil.ExitFailed, errors.New(msg))
+		return cmdutil.Failed(tj)
 	}
 	return nil
 }

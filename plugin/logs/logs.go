@@ -147,7 +147,7 @@ func (o *LogsOptions) Complete(f cmdutil.Factory, cmd *cobra.Command, args []str
 	if o.client, err = f.Client(); err != nil {
 		return err
 	}
-	if o.clientset, err = f.Clientset(); err != nil {
+	if o.clientset, err = f.KubernetesClientSet(); err != nil {
 		return err
 	}
 	if o.kueue, err = kueue.NewClient(f); err != nil {

@@ -3,15 +3,13 @@ package logs
 import (
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/utils/ptr"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
 )
 
 // A step is a stage the user can ask for with --stage: the replicated job of the JobSet that runs it and the
@@ -48,9 +46,6 @@ func stepNamed(name string) (step, bool) {
 	}
 	return step{}, false
 }
-
-// restartAttemptLabel counts the JobSet's restarts on its pods (sigs.k8s.io/jobset/pkg/constants.RestartsKey).
-const restartAttemptLabel = "jobset.sigs.k8s.io/restart-attempt"
 
 // allRanks selects every rank.
 const allRanks = -1
@@ -120,7 +115,7 @@ func newPlan(sel selection, trainJob string, js *jobsetv1alpha2.JobSet) (*plan, 
 	p := &plan{node: sel.node}
 	for i, s := range chosen {
 		rj := present[s.replicatedJob]
-		perJob := podsPerJob(rj.Template.Spec)
+		perJob := cmdutil.PodsPerJob(rj.Template.Spec)
 		ps := planStep{step: s, ranks: int(rj.Replicas) * perJob, perJob: perJob, rank: sel.rank, container: s.container}
 		if sel.container != "" {
 			ps.container = sel.container
@@ -135,15 +130,6 @@ func newPlan(sel selection, trainJob string, js *jobsetv1alpha2.JobSet) (*plan, 
 		p.steps = append(p.steps, ps)
 	}
 	return p, nil
-}
-
-// podsPerJob is how many pods one Job of a replicated job runs at a time.
-func podsPerJob(spec batchv1.JobSpec) int {
-	n := int(ptr.Deref(spec.Parallelism, 1))
-	if c := ptr.Deref(spec.Completions, 0); c > 0 && int(c) < n {
-		n = int(c)
-	}
-	return max(n, 1)
 }
 
 // streams is how many log streams the plan reads, and whether that number is known before the pods are
@@ -179,40 +165,13 @@ func (p *plan) match(pod *corev1.Pod) (podTarget, bool) {
 		if s.replicatedJob != rjName {
 			continue
 		}
-		rank, ok := podRank(pod, s.perJob)
+		rank, ok := cmdutil.PodRank(pod, s.perJob)
 		if !ok || (s.rank != allRanks && rank != s.rank) {
 			return podTarget{}, false
 		}
 		return podTarget{step: s, rank: rank, pod: pod}, true
 	}
 	return podTarget{}, false
-}
-
-// podRank is a pod's rank in its replicated job: its Job's index times the pods per Job, plus its completion
-// index (the label, or the annotation older Job controllers set). A pod of a non-indexed Job has rank
-// job-index×perJob.
-func podRank(pod *corev1.Pod, perJob int) (int, bool) {
-	jobIndex := 0
-	if v, ok := pod.Labels[jobsetv1alpha2.JobIndexKey]; ok {
-		i, err := strconv.Atoi(v)
-		if err != nil {
-			return 0, false
-		}
-		jobIndex = i
-	}
-	completion := 0
-	v, ok := pod.Labels[batchv1.JobCompletionIndexAnnotation]
-	if !ok {
-		v, ok = pod.Annotations[batchv1.JobCompletionIndexAnnotation]
-	}
-	if ok {
-		i, err := strconv.Atoi(v)
-		if err != nil {
-			return 0, false
-		}
-		completion = i
-	}
-	return jobIndex*perJob + completion, true
 }
 
 // targets is what the plan reads of pods: the newest pod of each step and rank, in pipeline order.
@@ -236,7 +195,7 @@ func latest(targets []podTarget) []podTarget {
 	newest := map[key]podTarget{}
 	for _, t := range targets {
 		k := key{t.step.name, t.rank}
-		if cur, ok := newest[k]; !ok || newer(t.pod, cur.pod) {
+		if cur, ok := newest[k]; !ok || cmdutil.NewerPod(t.pod, cur.pod) {
 			newest[k] = t
 		}
 	}
@@ -252,19 +211,6 @@ func latest(targets []podTarget) []podTarget {
 		return a.rank - b.rank
 	})
 	return out
-}
-
-// newer tells whether pod a replaced pod b: a later JobSet restart attempt, else a later creation.
-func newer(a, b *corev1.Pod) bool {
-	ra, _ := strconv.Atoi(a.Labels[restartAttemptLabel])
-	rb, _ := strconv.Atoi(b.Labels[restartAttemptLabel])
-	if ra != rb {
-		return ra > rb
-	}
-	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
-		return b.CreationTimestamp.Before(&a.CreationTimestamp)
-	}
-	return a.Name > b.Name
 }
 
 // containerOf picks the container to read in a pod: the one asked for or the step's main container, or the

@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
 )
 
 func jobSet(rjobs ...jobsetv1alpha2.ReplicatedJob) *jobsetv1alpha2.JobSet {
@@ -94,7 +96,7 @@ func pod(name, rjob string, index int, node string, created time.Time, restartAt
 			jobsetv1alpha2.JobSetNameKey:        "tj",
 			jobsetv1alpha2.ReplicatedJobNameKey: rjob,
 			jobsetv1alpha2.JobIndexKey:          "0",
-			restartAttemptLabel:                 strconv.Itoa(restartAttempt),
+			cmdutil.RestartAttemptLabel:         strconv.Itoa(restartAttempt),
 		}},
 		Spec: corev1.PodSpec{NodeName: node},
 	}

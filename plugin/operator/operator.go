@@ -133,7 +133,7 @@ func (o *CommandOptions) Complete(cmd *cobra.Command) (*config.Configuration, *r
 	if err := cfg.Validate(); err != nil {
 		return nil, nil, fmt.Errorf("invalid configuration: %w", err)
 	}
-	restConfig, err := o.factory.RESTConfig()
+	restConfig, err := o.factory.ToRESTConfig()
 	if err != nil {
 		return nil, nil, err
 	}

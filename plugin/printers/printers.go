@@ -3,7 +3,9 @@
 // to the writers it is given; it never talks to the API server. Lists of API objects go through cli-runtime's
 // printers instead (metav1.Table), as kubectl get does; the tables of a screen that is not a resource list (the
 // sections of `status`) are tablewriter's, drawn borderless with kubectl's spacing so that they read alike.
-// describe-pipeline's view is a tree, not a table, and is written as text.
+// describe-pipeline's view is a tree, not a table, and is written as text. Whether a stream is a terminal is
+// told by kubectl's util/term; a screen that a command redraws (status -w) clears what is below the cursor
+// instead of sizing itself to the terminal, so it needs no resize events.
 package printers
 
 import (
@@ -19,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
 	cliprinters "k8s.io/cli-runtime/pkg/printers"
+	"k8s.io/kubectl/pkg/util/term"
 
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/stage"
 )
@@ -216,5 +219,6 @@ func stageColor(s stage.Stage) string {
 // pushing earlier frames into the scrollback.
 const ClearScreen = "\x1b[H\x1b[J"
 
-// IsTerminal tells whether w is a terminal.
-func IsTerminal(w any) bool { return cliprinters.IsTerminal(w) }
+// IsTerminal tells whether w is a terminal, as kubectl's util/term tells it: every command that asks (the
+// prompts of delete and install --uninstall, status -w's redraw) asks here.
+func IsTerminal(w any) bool { return term.IsTerminal(w) }

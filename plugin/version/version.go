@@ -86,6 +86,11 @@ the cluster: the ` + VersionLabel + ` label (else the image tag) of the Deployme
 labelled ` + NameLabel + `=` + OperatorName + `,` + ComponentLabel + `=` + OperatorComponent + ` in namespace
 ` + OperatorNamespace + ` (see --operator-namespace).
 An operator that cannot be found or read is reported, not an error.`,
+		Example: `  # The plugin's version and the operator's
+  kubectl trainjob version
+
+  # The plugin's alone, without a cluster, as JSON
+  kubectl trainjob version --client -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Complete(f)

@@ -1,11 +1,13 @@
 package cluster
 
 import (
+	"bytes"
 	"io"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -109,4 +111,22 @@ func requireMachine(t testing.TB, unsupported error) {
 		t.Skipf("this machine cannot run real containers: %v", unsupported)
 	}
 	t.Fatal(unsupported)
+}
+
+// SyncBuffer is a bytes.Buffer that a command and its goroutines write to while a test reads it.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

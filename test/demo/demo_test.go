@@ -11,7 +11,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -40,7 +39,7 @@ func TestNoWait(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := &syncBuffer{}
+	out := &cluster.SyncBuffer{}
 	err = run(t.Context(), options{noWait: true, timeout: demoTimeout, binary: binary, dir: dir, out: out,
 		then: func(ctx context.Context, env []string) error {
 			if cluster.RealNodeSupported() == nil {
@@ -312,24 +311,6 @@ func matches(patterns ...string) func(string) error {
 		}
 		return nil
 	}
-}
-
-// syncBuffer is a bytes.Buffer that the demo's goroutines may write to at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestContributingShowsTryNext: CONTRIBUTING.md shows the "try next" list as the demo prints it, so the

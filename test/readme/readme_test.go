@@ -69,6 +69,12 @@ var commands = map[string]runBy{
 	"kubectl trainjob version":                                                        {tests: []string{"test/e2e.TestREADMECommands", "test/integration/cli.TestVersion"}, verbatim: true},
 	"kubectl-trainjob operator --config config.yaml":                                  {tests: []string{"test/demo.TestNoWait", "test/bench.TestSmoke"}},
 	"kubectl trainjob completion bash":                                                {tests: []string{"test/integration/cli.TestCompletion"}},
+	"kubectl trainjob rerun llama --set nodes=8":                                      {tests: []string{"test/integration/cli.TestRerun/set"}},
+	"kubectl trainjob port-forward llama 16006:6006 --rank 1":                         {tests: []string{"test/realnode.TestPortForward"}},
+
+	// docs/commands.md: rerun.
+	"kubectl trainjob rerun llama":                          {tests: []string{"test/integration/cli.TestRerun/rerun"}},
+	"kubectl trainjob rerun llama --dry-run=client -o yaml": {tests: []string{"test/integration/cli.TestRerun/dry-run"}},
 
 	// README: With Kueue (and MultiKueue).
 	"kubectl trainjob list -o wide":             {tests: []string{"test/e2e/kueue.TestQueueing/the second waits for GPUs, suspended, and its Workload says why", "test/integration/cli.TestList"}},
@@ -116,6 +122,9 @@ var outputs = map[string]string{
 	"kubectl trainjob runtimes":                                                       "test/integration/cli/testdata/runtimes/table.golden",
 	"kubectl trainjob version":                                                        "test/integration/cli/testdata/version/operator.golden",
 	"kubectl trainjob list -o wide":                                                   "test/e2e/kueue/testdata/queued-list.golden",
+	"kubectl trainjob rerun llama":                                                    "test/integration/cli/testdata/rerun/rerun.golden",
+	"kubectl trainjob rerun llama --dry-run=client -o yaml":                           "test/integration/cli/testdata/rerun/dry-run.golden",
+	"kubectl trainjob port-forward llama 16006:6006 --rank 1":                         "test/realnode/testdata/port-forward.golden",
 	"kubectl trainjob status second":                                                  "test/e2e/kueue/testdata/queued-status.golden",
 	"kubectl trainjob status llama-mk":                                                "test/e2e/multikueue/testdata/status.golden",
 	"kubectl trainjob logs llama-mk --rank all":                                       "test/e2e/multikueue/testdata/logs.golden",

@@ -41,17 +41,24 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-func TestRealNode(t *testing.T) {
+// prepare is how every test of the real node begins: it is skipped where the machine cannot run the real
+// node, and gets the repository's root, a folder of its own and the kubectl-trainjob binary.
+func prepare(t *testing.T) (root, dir, binary string) {
+	t.Helper()
 	cluster.RequireRealNode(t)
 	root, err := cluster.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	binary, err := stack.Binary(t.Context(), dir)
-	if err != nil {
+	dir = t.TempDir()
+	if binary, err = stack.Binary(t.Context(), dir); err != nil {
 		t.Fatal(err)
 	}
+	return root, dir, binary
+}
+
+func TestRealNode(t *testing.T) {
+	root, dir, binary := prepare(t)
 	var archives []string
 	// The same operator under two tags: `install --image` rolls the Deployment from one to the other.
 	for i, ref := range []string{operatorImage, upgradeImage} {

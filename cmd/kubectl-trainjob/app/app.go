@@ -8,7 +8,6 @@
 package app
 
 import (
-	"fmt"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -25,6 +24,7 @@ import (
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/list"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/logs"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/operator"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/portforward"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/render"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/runtimes"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/status"
@@ -57,9 +57,11 @@ func NewCommand(f cmdutil.Factory, streams genericiooptions.IOStreams, opts ...O
 	}
 	return plugin.NewRootCommand(f, streams,
 		create.NewCmdCreate,
+		create.NewCmdRerun,
 		list.NewCmdList,
 		status.NewCmdStatus,
 		logs.NewCmdLogs,
+		portforward.NewCmdPortForward,
 		describe.NewCmd(o.outOfTree),
 		render.NewCmd(o.outOfTree),
 		wait.NewCmdWait,
@@ -77,9 +79,5 @@ func NewCommand(f cmdutil.Factory, streams genericiooptions.IOStreams, opts ...O
 // Main runs the binary on os.Args and returns its exit code.
 func Main(opts ...Option) int {
 	streams := genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}
-	if err := NewCommand(cmdutil.NewFactory(), streams, opts...).Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "error:", err)
-		return cmdutil.ExitCode(err)
-	}
-	return 0
+	return cmdutil.CheckErr(os.Stderr, NewCommand(cmdutil.NewFactory(), streams, opts...).Execute())
 }

@@ -49,11 +49,7 @@ func inProcess(t *testing.T, ns string, now time.Time, args ...string) string {
 			return status.NewCmdStatusWithOptions(f, o)
 		})
 	root.SetArgs(append(args, "-n", ns, "--kubeconfig", suite.cluster.KubeconfigPath))
-	code := cmdutil.ExitOK
-	if err := root.ExecuteContext(t.Context()); err != nil {
-		fmt.Fprintln(&errOut, "error:", err)
-		code = cmdutil.ExitCode(err)
-	}
+	code := cmdutil.CheckErr(&errOut, root.ExecuteContext(t.Context()))
 	return fmt.Sprintf("exit code: %d\n--- stdout\n%s--- stderr\n%s", code, out.String(), errOut.String())
 }
 

@@ -2,13 +2,18 @@
 // Torch plugin gives every node (PET_NNODES, PET_NODE_RANK, PET_MASTER_ADDR, PET_MASTER_PORT,
 // PET_NPROC_PER_NODE), meets the other ranks over TCP at rank 0 and trains with them (package sgd), so every
 // rank prints the same `step N loss X` lines. Rank 0 reports the progress to the status server when the
-// TrainJobStatus plugin says where it is. It exits 0 when done and 1 when a rank cannot be reached or drops out.
+// TrainJobStatus plugin says where it is. With TRAINER_HTTP_PORT it also serves, as TensorBoard would, a page
+// that says which rank it is and when it started (what port-forward's test reaches). It exits 0 when done and
+// 1 when a rank cannot be reached or drops out.
 package main
 
 import (
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"strconv"
+	"time"
 
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/images/progress"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/images/sgd"
@@ -19,6 +24,12 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "torchtrainer:", err)
 		os.Exit(2)
+	}
+	if port := os.Getenv("TRAINER_HTTP_PORT"); port != "" {
+		if err := serve(port, cfg.Rank, cfg.World); err != nil {
+			fmt.Fprintln(os.Stderr, "torchtrainer:", err)
+			os.Exit(2)
+		}
 	}
 	if cfg.Rank == 0 {
 		if cfg.Progress, err = progress.Steps(os.Getenv, cfg.Steps, os.Stderr); err != nil {
@@ -63,4 +74,20 @@ func fromEnv(getenv func(string) string) (sgd.Config, error) {
 		return cfg, fmt.Errorf("PET_MASTER_ADDR and PET_MASTER_PORT must be set")
 	}
 	return cfg, nil
+}
+
+// serve answers every HTTP request at port with "rank R of W, started T": T, to the nanosecond, tells a
+// replacement pod of the rank from the pod it replaced.
+func serve(port string, rank, world int) error {
+	l, err := net.Listen("tcp", ":"+port)
+	if err != nil {
+		return fmt.Errorf("TRAINER_HTTP_PORT=%q: %w", port, err)
+	}
+	started := time.Now().UTC().Format(time.RFC3339Nano)
+	go func() {
+		_ = http.Serve(l, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			fmt.Fprintf(w, "rank %d of %d, started %s\n", rank, world, started)
+		}))
+	}()
+	return nil
 }

@@ -19,13 +19,14 @@ import (
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/completion"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/create"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/logs"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/portforward"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 )
 
 // TestCompletion generates the scripts of every shell and completes TrainJob names, runtime names and flag
 // values from the cluster, as the shells ask the binary (`__complete`).
 func TestCompletion(t *testing.T) {
-	cmd := []plugin.CommandAdder{completion.NewCmdCompletion, create.NewCmdCreate, logs.NewCmdLogs}
+	cmd := []plugin.CommandAdder{completion.NewCmdCompletion, create.NewCmdCreate, create.NewCmdRerun, logs.NewCmdLogs, portforward.NewCmdPortForward}
 	for _, shell := range completion.Shells {
 		t.Run(shell, func(t *testing.T) {
 			AssertGolden(t, "completion/"+shell, Run(t, "", cmd, "completion", shell).String())
@@ -80,6 +81,12 @@ func TestCompletion(t *testing.T) {
 		{"ranks-of-initializer", withArgs(kube, "__complete", "logs", "llama-ft", "--stage", "dataset-initializer", "--rank", "")},
 		{"nodes", withArgs(kube, "__complete", "logs", "llama-ft", "--node", "")},
 		{"shells", []string{"__complete", "completion", ""}},
+		{"rerun-names", withArgs(kube, "__complete", "rerun", "")},
+		{"rerun-new", withArgs(kube, "__complete", "rerun", "llama-ft", "")},
+		{"rerun-set", withArgs(kube, "__complete", "rerun", "llama-ft", "--set", "")},
+		{"create-from", withArgs(kube, "__complete", "create", "x", "--from", "llama")},
+		{"port-forward-names", withArgs(kube, "__complete", "port-forward", "")},
+		{"port-forward-ranks", withArgs(kube, "__complete", "port-forward", "llama-ft", "6006", "--rank", "")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			AssertGolden(t, "completion/"+tc.name, n.Normalize(Run(t, "", cmd, tc.args...).String()))

@@ -6,7 +6,6 @@
 package cli
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"fmt"
@@ -16,7 +15,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -160,8 +158,8 @@ func (n Normalizer) offset(d time.Duration) string {
 // Started is a command running in the background, as Run runs it, whose output can be read while it runs.
 type Started struct {
 	args   []string
-	out    *syncBuffer
-	errOut *syncBuffer
+	out    *cluster.SyncBuffer
+	errOut *cluster.SyncBuffer
 	done   chan Result
 	result *Result
 }
@@ -181,18 +179,14 @@ func StartWith(t *testing.T, f cmdutil.Factory, stdin string, adders []plugin.Co
 // StartReading is StartWith whose command reads stdin as the test writes it (a prompt answered later).
 func StartReading(t *testing.T, f cmdutil.Factory, stdin io.Reader, adders []plugin.CommandAdder, args ...string) *Started {
 	t.Helper()
-	s := &Started{args: args, out: &syncBuffer{}, errOut: &syncBuffer{}, done: make(chan Result, 1)}
+	s := &Started{args: args, out: &cluster.SyncBuffer{}, errOut: &cluster.SyncBuffer{}, done: make(chan Result, 1)}
 	streams := cmdutil.Streams{In: stdin, Out: s.out, ErrOut: s.errOut}
 	root := plugin.NewRootCommand(f, streams, adders...)
 	root.SetArgs(args)
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	go func() {
 		defer cancel()
-		code := cmdutil.ExitOK
-		if err := root.ExecuteContext(ctx); err != nil {
-			fmt.Fprintln(s.errOut, "error:", err)
-			code = cmdutil.ExitCode(err)
-		}
+		code := cmdutil.CheckErr(s.errOut, root.ExecuteContext(ctx))
 		s.done <- Result{Stdout: s.out.String(), Stderr: s.errOut.String(), Code: code}
 	}()
 	return s
@@ -228,22 +222,4 @@ func (s *Started) Wait(t *testing.T) Result {
 		t.Fatalf("kubectl trainjob %s did not end; stdout:\n%s\nstderr:\n%s", strings.Join(s.args, " "), s.out.String(), s.errOut.String())
 	}
 	return Result{}
-}
-
-// syncBuffer is a bytes.Buffer that can be read while a command writes to it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }

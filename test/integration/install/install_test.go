@@ -304,11 +304,7 @@ func run(t *testing.T, stdin string, terminal bool, args ...string) result {
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
 	begin := time.Now()
-	code := 0
-	if err := root.ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(&errOut, "error:", err)
-		code = cmdutil.ExitCode(err)
-	}
+	code := cmdutil.CheckErr(&errOut, root.ExecuteContext(ctx))
 	r := result{stdout: out.String(), stderr: errOut.String(), code: code}
 	t.Logf("kubectl trainjob %s  (%v)\nexit code %d\n--- stdout\n%s--- stderr\n%s", strings.Join(args[2:], " "), time.Since(begin).Round(time.Millisecond), r.code, r.stdout, r.stderr)
 	return r

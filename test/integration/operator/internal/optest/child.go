@@ -1,7 +1,6 @@
 package optest
 
 import (
-	"fmt"
 	"os"
 
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -26,9 +25,5 @@ func RunChild() (int, bool) {
 	streams := genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}
 	root := plugin.NewRootCommand(cmdutil.NewFactory(), streams, operator.NewCommand(nil))
 	root.SetArgs(os.Args[1:])
-	if err := root.Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "error:", err)
-		return cmdutil.ExitCode(err), true
-	}
-	return 0, true
+	return cmdutil.CheckErr(os.Stderr, root.Execute()), true
 }

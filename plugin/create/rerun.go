@@ -1,0 +1,101 @@
+package create
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/completion"
+)
+
+const rerunLong = `Run a TrainJob again: create a copy of the TrainJob NAME as its creator wrote it, named NEW.
+
+The copy has the fields of the spec and the annotations its creator set, and all its labels: not the
+defaults the API server, a webhook or a controller added since (Kueue's runtimePatches, a suspend by
+Kueue, the status). The API server's managedFields tell them apart: the creator is the field manager that
+owns spec.runtimeRef, which only the create sets. The copy's annotation trainer.kubeflow.org/rerun-of names
+NAME.
+
+Without NEW the copy is named NAME-rerun-N, N counting the reruns of the namespace (a rerun of
+llama-rerun-1 is llama-rerun-2). --set FLAG=VALUE changes the copy as create's flag FLAG would (nodes,
+image, env, resources-per-node, runtime, label, …; repeatable); a command after -- replaces the trainer's.
+As with create, the runtime must exist, and --wait and --follow wait for the copy to end.`
+
+const rerunExample = `  # Run llama again, as llama-rerun-1
+  kubectl trainjob rerun llama
+
+  # On four nodes of another image, named llama-4
+  kubectl trainjob rerun llama llama-4 --set nodes=4 --set image=ghcr.io/example/llama-ft:1.1
+
+  # Print the copy without creating it
+  kubectl trainjob rerun llama --set env=EPOCHS=10 --dry-run=client -o yaml`
+
+// NewCmdRerun is `kubectl trainjob rerun`.
+func NewCmdRerun(f cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
+	return NewCmdRerunWithOptions(f, NewCreateOptions(streams))
+}
+
+// NewCmdRerunWithOptions is `kubectl trainjob rerun` with preset options (a pinned clock in tests).
+func NewCmdRerunWithOptions(f cmdutil.Factory, o *CreateOptions) *cobra.Command {
+	o.rerun = true
+	names := completion.TrainJobNames(f)
+	cmd := &cobra.Command{
+		Use:                   "rerun NAME [NEW] [--set FLAG=VALUE]... [-- COMMAND [ARG...]]",
+		DisableFlagsInUseLine: true,
+		Short:                 "Run a TrainJob again: create a copy of it as its creator wrote it",
+		Long:                  rerunLong,
+		Example:               rerunExample,
+		ValidArgsFunction: func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+			if len(args) > 0 {
+				return nil, cobra.ShellCompDirectiveNoFileComp // NEW is a name that does not exist yet
+			}
+			return names(cmd, args, toComplete)
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.CompleteRerun(f, cmd, args); err != nil {
+				return err
+			}
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	cmd.Flags().StringArrayVar(&o.sets, "set", nil, "Change the copy as create's flag FLAG=VALUE would, e.g. nodes=4 or env=EPOCHS=10 (repeatable)")
+	o.addRunFlags(cmd)
+	var settable []cobra.Completion
+	for _, name := range specFlagNames() {
+		settable = append(settable, name+"=")
+	}
+	_ = cmd.RegisterFlagCompletionFunc("set", cobra.FixedCompletions(settable, cobra.ShellCompDirectiveNoFileComp|cobra.ShellCompDirectiveNoSpace))
+	return cmd
+}
+
+// CompleteRerun resolves NAME, NEW, the --set changes and the trainer command after --, then what create
+// resolves.
+func (o *CreateOptions) CompleteRerun(f cmdutil.Factory, cmd *cobra.Command, args []string) error {
+	if dash := cmd.ArgsLenAtDash(); dash >= 0 {
+		o.spec.command, args = args[dash:], args[:dash]
+		if len(o.spec.command) == 0 {
+			return errors.New("nothing after --: give the trainer's command, e.g. -- torchrun train.py")
+		}
+	}
+	switch len(args) {
+	case 0:
+		return errors.New("give the NAME of the TrainJob to run again; see kubectl trainjob rerun --help")
+	case 1, 2:
+		o.From = args[0]
+		if len(args) == 2 {
+			o.spec.name = args[1]
+		}
+	default:
+		return fmt.Errorf("too many arguments %q: give NAME and, optionally, NEW (the trainer's command goes after --)", strings.Join(args, " "))
+	}
+	if err := o.spec.set(o.sets); err != nil {
+		return err
+	}
+	return o.completeRun(f)
+}
