@@ -77,8 +77,10 @@ type CreateOptions struct {
 	Timeout  time.Duration
 
 	PrintFlags *genericclioptions.PrintFlags
-	// Clock stamps the lines --follow prints.
+	// Clock gives "now" to the summaries --wait and --follow read.
 	Clock clock.PassiveClock
+	// Terminal tells whether Out is a terminal, where --wait and --follow keep a live line; nil detects it.
+	Terminal *bool
 
 	// From is --from: the TrainJob of the namespace the new one is a copy of.
 	From string
@@ -148,8 +150,8 @@ func (o *CreateOptions) addRunFlags(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringVar(&o.DryRun, "dry-run", o.DryRun, `"none", "client" (print the object, send nothing) or "server" (the API server checks it, nothing is stored)`)
 	fl.Lookup("dry-run").NoOptDefVal = dryRunClient
-	fl.BoolVar(&o.Wait, "wait", false, "Wait until the TrainJob is Complete (exit 0) or Failed (exit 2)")
-	fl.BoolVar(&o.Follow, "follow", false, "Wait, printing a line at every change of stage")
+	fl.BoolVar(&o.Wait, "wait", false, "Wait until the TrainJob is Complete (exit 0) or Failed (exit 2); on a terminal a live line shows the stage or the trainer's progress bar, elsewhere a line per progress report")
+	fl.BoolVar(&o.Follow, "follow", false, "Wait, printing a line at every transition (stage, condition, Event, progress report, first failure)")
 	fl.DurationVar(&o.Timeout, "timeout", 0, "With --wait or --follow: give up after this long (exit 3); 0 waits for ever")
 	o.PrintFlags.AddFlags(cmd)
 	_ = cmd.RegisterFlagCompletionFunc("dry-run", cobra.FixedCompletions([]string{dryRunNone, dryRunClient, dryRunServer}, cobra.ShellCompDirectiveNoFileComp))

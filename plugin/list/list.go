@@ -392,39 +392,64 @@ func (o *ListOptions) print(ctx context.Context, w *tabwriter.Writer, table clip
 
 func (o *ListOptions) namePrinter() bool { return ptr.Deref(o.PrintFlags.OutputFormat, "") == "name" }
 
-// Columns of the table. PROGRESS is shown only when some TrainJob reports progress.
+// Columns of the table, in the order of their cells; those of priority 1 are -o wide's. PROGRESS and ETA are
+// shown only when some TrainJob reports progress (status.trainerStatus), or with -w, where one may begin to.
 var columns = []metav1.TableColumnDefinition{
 	{Name: "Name", Type: "string", Format: "name"},
 	{Name: "Stage", Type: "string", Description: "Where the TrainJob is in its pipeline"},
 	{Name: "Runtime", Type: "string"},
 	{Name: "Nodes", Type: "string"},
 	{Name: "GPUs", Type: "string"},
-	{Name: "Progress", Type: "string"},
+	{Name: "Progress", Type: "string", Description: "The trainer's progressPercentage"},
 	{Name: "Age", Type: "string"},
 	{Name: "Queue", Type: "string", Priority: 1, Description: "The Kueue LocalQueue (label kueue.x-k8s.io/queue-name)"},
-	{Name: "ETA", Type: "string", Priority: 1},
+	{Name: "ETA", Type: "string", Priority: 1, Description: "The trainer's estimatedRemainingSeconds"},
 	{Name: "Duration", Type: "string", Priority: 1},
 	// Last: a Queued TrainJob's reason is a sentence of Kueue's.
 	{Name: "Reason", Type: "string", Priority: 1},
 }
 
-const progressColumn = 5
+const (
+	progressColumn = 5
+	etaColumn      = 8
+)
+
+// layout is the order of the columns shown: the indexes of columns. ETA is read with PROGRESS, so the default
+// table shows it beside PROGRESS (and `list -w` updates both on every report); -o wide keeps it among its time
+// columns (QUEUE, ETA, DURATION), where it has always been and scripts read it.
+func (o *ListOptions) layout(progress bool) []int {
+	all := []int{0, 1, 2, 3, 4, progressColumn, 6, 7, etaColumn, 9, 10}
+	switch {
+	case !progress:
+		return slices.DeleteFunc(all, func(i int) bool { return i == progressColumn })
+	case o.wide:
+		return all
+	}
+	all = slices.DeleteFunc(all, func(i int) bool { return i == etaColumn })
+	return slices.Insert(all, progressColumn+1, etaColumn)
+}
 
 func (o *ListOptions) table(ctx context.Context, nodes *runtimeDefaults, q *queues, items []trainer.TrainJob) *metav1.Table {
 	now := o.Clock.Now()
-	progress := slices.ContainsFunc(items, func(tj trainer.TrainJob) bool { return tj.Status.TrainerStatus != nil })
-	t := &metav1.Table{ColumnDefinitions: slices.Clone(columns)}
-	if !progress && !o.Watch {
-		t.ColumnDefinitions = slices.Delete(t.ColumnDefinitions, progressColumn, progressColumn+1)
+	progress := o.Watch || slices.ContainsFunc(items, func(tj trainer.TrainJob) bool { return tj.Status.TrainerStatus != nil })
+	layout := o.layout(progress)
+	t := &metav1.Table{}
+	for _, i := range layout {
+		def := columns[i]
+		if i == etaColumn && progress && !o.wide {
+			def.Priority = 0
+		}
+		t.ColumnDefinitions = append(t.ColumnDefinitions, def)
 	}
 	for i := range items {
 		tj := &items[i]
 		n, gpus := nodes.of(ctx, tj)
 		st := q.stageOf(tj)
-		cells := []any{tj.Name, string(st), runtimeOf(tj), n, gpus, progressOf(tj),
+		all := []any{tj.Name, string(st), runtimeOf(tj), n, gpus, progressOf(tj),
 			printers.Age(tj.CreationTimestamp, now), queueOf(tj), etaOf(tj), durationOf(tj, now), q.reasonOf(tj, st)}
-		if !progress && !o.Watch {
-			cells = slices.Delete(cells, progressColumn, progressColumn+1)
+		cells := make([]any, len(layout))
+		for k, c := range layout {
+			cells[k] = all[c]
 		}
 		t.Rows = append(t.Rows, metav1.TableRow{Cells: cells, Object: runtime.RawExtension{Object: tj}})
 	}

@@ -177,6 +177,7 @@ func TestTable(t *testing.T) {
 	tests := []struct {
 		name    string
 		watch   bool
+		wide    bool
 		queues  *queues
 		items   []trainer.TrainJob
 		columns []string
@@ -189,14 +190,24 @@ func TestTable(t *testing.T) {
 			rows:    [][]any{{"done", "Complete", "cluster", "2", "8", "120m", "-", "-", "90m", "AllJobsCompleted"}},
 		},
 		{
-			name:    "-w: PROGRESS, which may come",
+			name:    "-w: PROGRESS and ETA, which may come",
 			watch:   true,
 			items:   []trainer.TrainJob{complete},
-			columns: []string{"Name", "Stage", "Runtime", "Nodes", "GPUs", "Progress", "Age", "Queue", "ETA", "Duration", "Reason"},
-			rows:    [][]any{{"done", "Complete", "cluster", "2", "8", "-", "120m", "-", "-", "90m", "AllJobsCompleted"}},
+			columns: []string{"Name", "Stage", "Runtime", "Nodes", "GPUs", "Progress", "ETA", "Age", "Queue", "Duration", "Reason"},
+			rows:    [][]any{{"done", "Complete", "cluster", "2", "8", "-", "-", "120m", "-", "90m", "AllJobsCompleted"}},
 		},
 		{
-			name:    "one TrainJob reports progress: PROGRESS for all",
+			name:    "one TrainJob reports progress: PROGRESS and ETA for all",
+			items:   []trainer.TrainJob{complete, training},
+			columns: []string{"Name", "Stage", "Runtime", "Nodes", "GPUs", "Progress", "ETA", "Age", "Queue", "Duration", "Reason"},
+			rows: [][]any{
+				{"done", "Complete", "cluster", "2", "8", "-", "-", "120m", "-", "90m", "AllJobsCompleted"},
+				{"run", "Training", "trainingruntime/local", "3", "3", "40%", "10m", "120m", "-", "120m", "-"},
+			},
+		},
+		{
+			name:    "-o wide: ETA among the time columns",
+			wide:    true,
 			items:   []trainer.TrainJob{complete, training},
 			columns: []string{"Name", "Stage", "Runtime", "Nodes", "GPUs", "Progress", "Age", "Queue", "ETA", "Duration", "Reason"},
 			rows: [][]any{
@@ -223,7 +234,7 @@ func TestTable(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			o := &ListOptions{Clock: clocktesting.NewFakePassiveClock(now), Watch: tt.watch}
+			o := &ListOptions{Clock: clocktesting.NewFakePassiveClock(now), Watch: tt.watch, wide: tt.wide}
 			defaults, err := newRuntimeDefaults(context.Background(), runtimeReader())
 			if err != nil {
 				t.Fatal(err)

@@ -48,7 +48,7 @@ type tailKey struct {
 func newFollower(o *LogsOptions) *follower {
 	return &follower{
 		o:      o,
-		out:    &printer{out: o.Out, timestamps: o.Timestamps},
+		out:    o.printer(),
 		pods:   map[types.UID]*corev1.Pod{},
 		tails:  map[tailKey]*followedTail{},
 		warned: map[string]bool{},
@@ -155,7 +155,7 @@ func (f *follower) resolvePlan(ctx context.Context) error {
 	}
 	n, known := p.streams()
 	if known && n > f.o.MaxLogRequests {
-		return tooManyStreams(n, f.o.MaxLogRequests)
+		return tooManyStreams(n, f.o.MaxLogRequests, p)
 	}
 	f.plan, f.prefix = p, f.o.usePrefix(n, known)
 	return f.followPods(ctx)
@@ -174,17 +174,20 @@ func (f *follower) followPods(ctx context.Context) error {
 	return nil
 }
 
-func tooManyStreams(n, limit int) error {
-	return fmt.Errorf("you are attempting to follow %d log streams, but maximum allowed concurrency is %d, use --max-log-requests to increase the limit", n, limit)
+// tooManyStreams says that following the plan opens more streams than --max-log-requests, and how to narrow it
+// or, on purpose, raise the limit (kubectl and stern refuse the same way).
+func tooManyStreams(n, limit int, p *plan) error {
+	return fmt.Errorf("following %s opens %d log streams, more than --max-log-requests=%d: choose ranks with --rank N or a node with --node HOST, "+
+		"read them without -f (at most %d at once), or raise --max-log-requests to %d", p.describe(), n, limit, limit, n)
 }
 
-// pod starts, signals or ends the reading of a pod's container after a change of the pod.
+// pod starts, signals or ends the reading of a pod's containers after a change of the pod.
 func (f *follower) pod(ctx context.Context, pod *corev1.Pod, deleted bool) error {
 	t, ok := f.plan.match(pod)
 	if !ok {
 		return nil
 	}
-	name, err := containerOf(pod, t.step.container, f.o.Container != "")
+	names, err := f.o.containersOf(pod, t.step)
 	if err != nil {
 		if !f.warned[pod.Name] {
 			f.warned[pod.Name] = true
@@ -192,6 +195,17 @@ func (f *follower) pod(ctx context.Context, pod *corev1.Pod, deleted bool) error
 		}
 		return nil
 	}
+	for _, name := range names {
+		if err := f.container(ctx, t, name, deleted); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// container starts, signals or ends the reading of one container of a pod.
+func (f *follower) container(ctx context.Context, t podTarget, name string, deleted bool) error {
+	pod := t.pod
 	key := tailKey{pod.UID, name}
 	ft := f.tails[key]
 	if deleted {
@@ -206,10 +220,10 @@ func (f *follower) pod(ctx context.Context, pod *corev1.Pod, deleted bool) error
 	}
 	if ft == nil {
 		if _, known := f.plan.streams(); !known && int(f.active.Load()) >= f.o.MaxLogRequests {
-			return tooManyStreams(int(f.active.Load())+1, f.o.MaxLogRequests)
+			return tooManyStreams(int(f.active.Load())+1, f.o.MaxLogRequests, f.plan)
 		}
 		ft = &followedTail{
-			tail:     newTail(f.o.clientset, f.o.Namespace, pod.Name, name, f.o.prefix(f.prefix, pod.Name, name), f.out, f.o.sinceSeconds(), f.o.tailLines()),
+			tail:     newTail(f.o.clientset, f.o.Namespace, pod.Name, name, f.o.prefix(f.prefix, t, name), f.out, f.o.from(false)),
 			restarts: st.RestartCount,
 			signals:  make(chan signal, 8),
 			errOut:   f.o.ErrOut,
@@ -224,10 +238,21 @@ func (f *follower) pod(ctx context.Context, pod *corev1.Pod, deleted bool) error
 		ft.restarts = st.RestartCount
 		ft.signal(sigRestart)
 	}
-	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed || ranItsCourse(pod, name, st) {
 		ft.signal(sigFinish)
 	}
 	return nil
+}
+
+// ranItsCourse tells whether a container will write no more: an init container (not a sidecar) that ended.
+// Its log is read to the end instead of being re-opened until the pod ends.
+func ranItsCourse(pod *corev1.Pod, name string, st *corev1.ContainerStatus) bool {
+	for _, c := range pod.Spec.InitContainers {
+		if c.Name == name {
+			return st.State.Terminated != nil && (c.RestartPolicy == nil || *c.RestartPolicy != corev1.ContainerRestartPolicyAlways)
+		}
+	}
+	return false
 }
 
 // finish reads what is left of every log once the TrainJob is terminal, and returns its outcome.
@@ -271,21 +296,24 @@ func outcome(tj *trainer.TrainJob) error {
 }
 
 // readInOrder reads the logs of the pods the plan reads, newest pod of each step and rank, in pipeline order,
-// one after the other, and marks them read (finish then starts no tail for them).
+// at most --max-log-requests at once, and marks them read (finish then starts no tail for them).
 func (f *follower) readInOrder(ctx context.Context, pods []corev1.Pod) error {
+	var streams []stream
 	for _, t := range f.plan.targets(pods) {
-		name, err := containerOf(t.pod, t.step.container, f.o.Container != "")
-		if err != nil || !started(containerStatus(t.pod, name)) {
-			continue // finish's f.pod warns, or skips it
+		names, err := f.o.containersOf(t.pod, t.step)
+		if err != nil {
+			continue // finish's f.pod warns
 		}
-		tl := newTail(f.o.clientset, f.o.Namespace, t.pod.Name, name, f.o.prefix(f.prefix, t.pod.Name, name), f.out, f.o.sinceSeconds(), f.o.tailLines())
-		if err := tl.read(ctx, false, false); err != nil {
-			return err
+		for _, name := range names {
+			if !started(containerStatus(t.pod, name)) {
+				continue
+			}
+			streams = append(streams, stream{pod: t.pod.Name, container: name, prefix: f.o.prefix(f.prefix, t, name)})
+			// Read to the end: a tail that signals ignore.
+			f.tails[tailKey{t.pod.UID, name}] = &followedTail{tail: &tail{pod: t.pod.Name, container: name}, finishing: true, errOut: f.o.ErrOut}
 		}
-		// Read to the end: a tail that signals ignore.
-		f.tails[tailKey{t.pod.UID, name}] = &followedTail{tail: tl, finishing: true, errOut: f.o.ErrOut}
 	}
-	return nil
+	return f.o.readInOrder(ctx, streams, false)
 }
 
 // oldestFirst is the pods by creation time.

@@ -58,6 +58,8 @@ type selection struct {
 	node      string // --node: only pods on this host
 	container string // -c
 	follow    bool
+	// allContainers is --all-containers: every container of each pod, init containers too.
+	allContainers bool
 }
 
 // planStep is one step of a plan: which pods of which replicated job to read.
@@ -67,12 +69,15 @@ type planStep struct {
 	perJob    int // pods per Job: ranks of Job i are i*perJob … (i+1)*perJob-1
 	rank      int // allRanks or one rank
 	container string
+	// podContainers are the names of the containers of its pods (init containers first), from the JobSet.
+	podContainers []string
 }
 
 // plan is the steps to read, in pipeline order.
 type plan struct {
-	steps []planStep
-	node  string
+	steps         []planStep
+	node          string
+	allContainers bool
 }
 
 // newPlan resolves a selection against the replicated jobs of the TrainJob's JobSet.
@@ -112,11 +117,14 @@ func newPlan(sel selection, trainJob string, js *jobsetv1alpha2.JobSet) (*plan, 
 		chosen = append(chosen, main)
 	}
 
-	p := &plan{node: sel.node}
+	p := &plan{node: sel.node, allContainers: sel.allContainers}
 	for i, s := range chosen {
 		rj := present[s.replicatedJob]
 		perJob := cmdutil.PodsPerJob(rj.Template.Spec)
 		ps := planStep{step: s, ranks: int(rj.Replicas) * perJob, perJob: perJob, rank: sel.rank, container: s.container}
+		for _, c := range slices.Concat(rj.Template.Spec.Template.Spec.InitContainers, rj.Template.Spec.Template.Spec.Containers) {
+			ps.podContainers = append(ps.podContainers, c.Name)
+		}
 		if sel.container != "" {
 			ps.container = sel.container
 		}
@@ -137,11 +145,14 @@ func newPlan(sel selection, trainJob string, js *jobsetv1alpha2.JobSet) (*plan, 
 func (p *plan) streams() (int, bool) {
 	n := 0
 	for _, s := range p.steps {
+		pods := 1
 		if s.rank == allRanks {
-			n += s.ranks
-		} else {
-			n++
+			pods = s.ranks
 		}
+		if p.allContainers {
+			pods *= max(len(s.podContainers), 1)
+		}
+		n += pods
 	}
 	return n, p.node == ""
 }

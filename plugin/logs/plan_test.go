@@ -30,6 +30,13 @@ var (
 	torch     = jobSet(rjob("node", 4))
 	torchtune = jobSet(rjob("dataset-initializer", 1), rjob("model-initializer", 1), rjob("node", 2))
 	mpi       = jobSet(rjob("launcher", 1), rjob("node", 3))
+	// withSidecar's pods have an init container and the trainer's: two logs each.
+	withSidecar = func() *jobsetv1alpha2.JobSet {
+		rj := rjob("node", 4)
+		rj.Template.Spec.Template.Spec.InitContainers = []corev1.Container{{Name: "fetch-credentials"}}
+		rj.Template.Spec.Template.Spec.Containers = []corev1.Container{{Name: "node"}}
+		return jobSet(rj)
+	}()
 )
 
 func TestNewPlan(t *testing.T) {
@@ -59,6 +66,9 @@ func TestNewPlan(t *testing.T) {
 			err: "TrainJob tj has no dataset-initializer stage (replicated job \"dataset-initializer\"); its stages are: trainer"},
 		{name: "rank out of range", sel: selection{rank: 4}, js: torch,
 			err: "rank 4 out of range: the trainer stage of TrainJob tj has 4 rank(s), 0 to 3"},
+		{name: "--all-containers reads each container of each pod", sel: selection{rank: allRanks, allContainers: true}, js: withSidecar,
+			want: want{"trainer:all:node", 8}},
+		{name: "--all-containers of one rank", sel: selection{rank: 1, allContainers: true}, js: withSidecar, want: want{"trainer:1:node", 2}},
 		{name: "no trainer", sel: selection{rank: 0}, js: jobSet(rjob("dataset-initializer", 1)),
 			err: "TrainJob tj has no trainer stage (replicated job \"node\" or \"launcher\"); its stages are: dataset-initializer; choose one with --stage"},
 	}

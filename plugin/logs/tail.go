@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -74,14 +75,30 @@ func splitTimestamp(line string) (time.Time, string, bool) {
 	return t, msg, true
 }
 
-// printer writes whole lines of several streams to one writer.
+// printer writes whole lines of several streams to one writer, those that filter keeps.
 type printer struct {
 	mu         sync.Mutex
 	out        io.Writer
 	timestamps bool
+	filter     lineFilter
+}
+
+// lineFilter is --grep and --invert: it keeps the lines whose message matches grep (does not, with invert).
+// The zero lineFilter keeps every line.
+type lineFilter struct {
+	grep   *regexp.Regexp
+	invert bool
+}
+
+// keeps tells whether a line with message msg is printed; the prefix and timestamp are not matched.
+func (f lineFilter) keeps(msg string) bool {
+	return f.grep == nil || f.grep.MatchString(msg) != f.invert
 }
 
 func (p *printer) line(prefix string, ts time.Time, msg string) {
+	if !p.filter.keeps(msg) {
+		return
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var b strings.Builder
@@ -105,14 +122,22 @@ type tail struct {
 	out       *printer
 	pos       position
 
-	// since and tailLines apply to the first read only; later reads resume from pos.
-	since     *int64
-	tailLines *int64
-	first     bool
+	// from applies to the first read of the current run only; later reads resume from pos.
+	from  readFrom
+	first bool
 }
 
-func newTail(client kubernetes.Interface, namespace, pod, container, prefix string, out *printer, since, tailLines *int64) *tail {
-	return &tail{client: client, namespace: namespace, pod: pod, container: container, prefix: prefix, out: out, since: since, tailLines: tailLines, first: true}
+// readFrom is where the first read of a log begins: --since or --since-time, and --tail.
+type readFrom struct {
+	sinceSeconds *int64
+	sinceTime    *metav1.Time
+	tailLines    *int64
+	// previous: the first read is of the previous instance (--previous, --failed), and --tail applies to it.
+	previous bool
+}
+
+func newTail(client kubernetes.Interface, namespace, pod, container, prefix string, out *printer, from readFrom) *tail {
+	return &tail{client: client, namespace: namespace, pod: pod, container: container, prefix: prefix, out: out, from: from, first: true}
 }
 
 // read streams the log once: the current run of the container, or the previous one; until its end, or with
@@ -122,12 +147,12 @@ func (t *tail) read(ctx context.Context, follow, previous bool) error {
 	if since := t.pos.sinceTime(); since != nil {
 		opts.SinceTime = since
 	} else {
-		opts.SinceSeconds = t.since
-		if t.first && !previous {
-			opts.TailLines = t.tailLines
+		opts.SinceSeconds, opts.SinceTime = t.from.sinceSeconds, t.from.sinceTime
+		if t.first && previous == t.from.previous {
+			opts.TailLines = t.from.tailLines
 		}
 	}
-	if !previous {
+	if previous == t.from.previous {
 		t.first = false
 	}
 	stream, err := t.client.CoreV1().Pods(t.namespace).GetLogs(t.pod, opts).Stream(ctx)

@@ -5,33 +5,50 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/stage"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/failure"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/kueue"
 )
+
+// Reader is what status reads a TrainJob with.
+type Reader struct {
+	Client client.Reader
+	// Kueue reads what Kueue says of a TrainJob in a LocalQueue; nil reads nothing.
+	Kueue *kueue.Client
+	// Logs reads the end of the log of the first failed container, and with it the JobSet is read for its
+	// failure policy; nil reads neither (a follower printing lines has no use for them).
+	Logs kubernetes.Interface
+}
 
 // Fetch reads the TrainJob and everything Summarize needs, in four requests made at once: the TrainJob, the
 // Jobs and the pods of its JobSet, and the namespace's Events. The Jobs and Events are optional: a user
 // without the right to read them, or a TrainJob whose controller has not built them yet, still gets a
-// summary (stage times then come from the pods). The JobSet itself is not read: the TrainJob holds its
-// counts (jobsStatus), and its Jobs and pods show that it exists.
+// summary (stage times then come from the pods). The JobSet itself is not read unless a container failed: the
+// TrainJob holds its counts (jobsStatus), and its Jobs and pods show that it exists.
 //
 // Then, at once: only while a pod cannot be scheduled, a fifth request reads the nodes, to tell whether
-// taints alone keep it off them (a user who may not read nodes gets the scheduler's message instead); and
-// only for a TrainJob in a Kueue LocalQueue, with kc, at most four more (fetchQueue). At most nine in all,
+// taints alone keep it off them (a user who may not read nodes gets the scheduler's message instead); only for
+// a TrainJob in a Kueue LocalQueue, with rd.Kueue, at most four more (fetchQueue); and only when a container
+// failed and the TrainJob is not Complete, with rd.Logs, two more (fetchFailure): the JobSet, for its failure
+// policy and restarts, and the end of the first failed container's log. At most eleven in all,
 // but for a TrainJob that MultiKueue dispatched to a worker cluster: then, once its Workload names the worker,
-// the worker's MultiKueueCluster and kubeconfig Secret (once per kc) and these four or five requests against
-// the worker instead of the nodes (fetchWorker): at most fifteen.
-func Fetch(ctx context.Context, c client.Reader, kc *kueue.Client, namespace, name string) (Objects, error) {
+// the worker's MultiKueueCluster and kubeconfig Secret (once per kc) and four or five requests against the
+// worker instead of the nodes (fetchWorker).
+func Fetch(ctx context.Context, rd Reader, namespace, name string) (Objects, error) {
+	c, kc := rd.Client, rd.Kueue
 	var (
 		tj                             *trainer.TrainJob
 		jobs                           batchv1.JobList
@@ -59,7 +76,7 @@ func Fetch(ctx context.Context, c client.Reader, kc *kueue.Client, namespace, na
 	if podsErr != nil {
 		return in, podsErr
 	}
-	var nodesErr, queueErr error
+	var nodesErr, queueErr, failureErr error
 	if slices.ContainsFunc(in.Pods, func(p corev1.Pod) bool { _, ok := unschedulable(&p); return ok }) {
 		wg.Go(func() {
 			var nodes corev1.NodeList
@@ -71,12 +88,63 @@ func Fetch(ctx context.Context, c client.Reader, kc *kueue.Client, namespace, na
 	if kc != nil && kueue.Queued(tj) {
 		wg.Go(func() { in.Queue, queueErr = fetchQueue(ctx, kc, tj) })
 	}
+	if rd.Logs != nil && stage.Of(tj) != stage.Complete {
+		if f := failure.First(failure.Objects{Pods: in.Pods, Jobs: in.Jobs}); f != nil {
+			wg.Go(func() { in.JobSet, in.FailureLog, failureErr = fetchFailure(ctx, rd, tj, f) })
+		}
+	}
 	wg.Wait()
-	if err := errors.Join(nodesErr, queueErr); err != nil {
+	if err := errors.Join(nodesErr, queueErr, failureErr); err != nil {
 		return in, err
 	}
 	return in, fetchWorker(ctx, c, kc, &in)
 }
+
+// fetchFailure reads, at once, the JobSet of tj (for its failure policy and restarts; nil when it cannot be
+// read) and the last failure.LogLines lines of the log of the container that failed first, f: of its previous
+// instance when it has restarted since. A log that cannot be read says why instead: the kubelet may be gone
+// with its node, or the container never started.
+func fetchFailure(ctx context.Context, rd Reader, tj *trainer.TrainJob, f *failure.Failure) (*jobsetv1alpha2.JobSet, *FailureLog, error) {
+	var (
+		js    *jobsetv1alpha2.JobSet
+		jsErr error
+		wg    sync.WaitGroup
+	)
+	wg.Go(func() {
+		got := &jobsetv1alpha2.JobSet{}
+		if jsErr = rd.Client.Get(ctx, client.ObjectKeyFromObject(tj), got); jsErr == nil {
+			js = got
+		} else if optional(jsErr) {
+			jsErr = nil
+		}
+	})
+	l := &FailureLog{Pod: f.Pod, Container: f.Container, Previous: f.Previous}
+	switch {
+	case f.Pod == "":
+		l.Unavailable = fmt.Sprintf("no pod of Job %s is left", f.Job)
+	case f.ExitCode == nil:
+		l.Unavailable = "the container never started"
+	default:
+		wg.Go(func() {
+			opts := &corev1.PodLogOptions{Container: f.Container, Previous: f.Previous,
+				TailLines: ptr.To[int64](failure.LogLines), LimitBytes: ptr.To[int64](maxFailureLogBytes)}
+			data, err := rd.Logs.CoreV1().Pods(tj.Namespace).GetLogs(f.Pod, opts).DoRaw(ctx)
+			if err != nil {
+				l.Unavailable = cmdutil.APIMessage(err)
+				return
+			}
+			if text := strings.TrimSuffix(string(data), "\n"); text != "" {
+				l.Lines = strings.Split(text, "\n")
+			}
+		})
+	}
+	wg.Wait()
+	return js, l, jsErr
+}
+
+// maxFailureLogBytes bounds the log status reads: twenty lines of a program that prints no newline could be
+// the whole log.
+const maxFailureLogBytes = 64 << 10
 
 // fetchQueue reads what Kueue says of tj, in a LocalQueue: one discovery request for Kueue's API group (once
 // per Client), then at once, where it is served: the namespace's Workloads (tj's is the one it controls), its

@@ -79,7 +79,7 @@ func fetchWorker(ctx context.Context, c client.Reader, kc *kueue.Client, in *Obj
 		in.Worker.Unreadable = err.Error()
 		return nil
 	}
-	worker, err := Fetch(ctx, wc, nil, tj.Namespace, tj.Name)
+	worker, err := Fetch(ctx, Reader{Client: wc}, tj.Namespace, tj.Name)
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil

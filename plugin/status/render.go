@@ -8,7 +8,9 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/failure"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/printers"
 )
 
@@ -35,7 +37,12 @@ func Render(w io.Writer, s *Summary, now time.Time, color bool) error {
 		fmt.Fprintf(w, "Hint:        %s\n", printers.Escape(b.WayOut))
 	}
 	if p := s.Progress; p != nil {
-		fmt.Fprintf(w, "Progress:    %s\n", printers.Escape(progressLine(p, s.Stage.Terminal(), now)))
+		fmt.Fprintf(w, "Progress:    %s\n", printers.Escape(withBar(p, progressText(p, s.Stage.Terminal()))+" (reported "+printers.Age(p.LastUpdated, now)+" ago)"))
+	}
+	if f := s.FirstFailure; f != nil {
+		if err := renderFailure(w, f, since); err != nil {
+			return err
+		}
 	}
 	if wk := s.Worker; wk != nil {
 		fmt.Fprintf(w, "Worker:      %s\n", printers.Escape(wk.Line()))
@@ -167,7 +174,9 @@ func (e TimelineEntry) What() string {
 	return e.Source
 }
 
-func progressLine(p *Progress, finished bool, now time.Time) string {
+// progressText is the trainer's report: "45%, about 12m left, loss=1.27 tokens_per_sec=5100"; the time left
+// only while the TrainJob runs.
+func progressText(p *Progress, finished bool) string {
 	var parts []string
 	if p.Percentage != nil {
 		parts = append(parts, fmt.Sprintf("%d%%", *p.Percentage))
@@ -182,7 +191,104 @@ func progressLine(p *Progress, finished bool, now time.Time) string {
 	if len(metrics) > 0 {
 		parts = append(parts, strings.Join(metrics, " "))
 	}
-	return strings.Join(parts, ", ") + " (reported " + printers.Age(p.LastUpdated, now) + " ago)"
+	return strings.Join(parts, ", ")
+}
+
+// barWidth is how many cells the progress bar has: 5% each.
+const barWidth = 20
+
+// withBar puts a progress bar before text when the trainer reports a percentage: "[#########-----------] 45%".
+// The bar is ASCII so that it reads the same on any terminal and in a log file.
+func withBar(p *Progress, text string) string {
+	if p.Percentage == nil {
+		return text
+	}
+	filled := int(min(max(*p.Percentage, 0), 100)) * barWidth / 100
+	return "[" + strings.Repeat("#", filled) + strings.Repeat("-", barWidth-filled) + "] " + text
+}
+
+// renderFailure writes the first failure: where, how, what it used up, what the JobSet did, and the end of the
+// container's log.
+func renderFailure(w io.Writer, f *failure.Failure, since func(*metav1.Time) string) error {
+	fmt.Fprintf(w, "\nFirst failure:\n")
+	t := printers.NewTable(w, "  ")
+	if f.Pod != "" {
+		rj := f.ReplicatedJob
+		if f.Rank != "" {
+			rj += ", rank " + f.Rank
+		}
+		t.Row("Pod:", f.Pod)
+		t.Row("Replicated job:", rj)
+		t.Row("Node:", f.Node)
+		t.Row("Container:", f.Container)
+	} else {
+		t.Row("Job:", f.Job)
+		t.Row("Replicated job:", f.ReplicatedJob)
+	}
+	t.Row("Failed:", strings.TrimSpace(since(f.Time)+" "+f.Text()))
+	t.Row("Restarts:", restartsText(f))
+	if p := f.Policy; p != nil {
+		t.Row("Failure policy:", policyText(p, f.MaxRestarts))
+	}
+	if f.LogUnavailable != "" {
+		t.Row("Log:", "none: "+f.LogUnavailable)
+	}
+	if err := t.Flush(); err != nil {
+		return err
+	}
+	if len(f.Log) == 0 {
+		return nil
+	}
+	of := ""
+	if f.Previous {
+		of = " of the previous instance"
+	}
+	fmt.Fprintf(w, "  Log (last %d lines%s):\n", failure.LogLines, of)
+	for _, l := range f.Log {
+		fmt.Fprintf(w, "    %s\n", printers.Escape(l))
+	}
+	return nil
+}
+
+// restartsText is how many retries the failure used: the container's restarts, its Job's failures of
+// backoffLimit, the JobSet's restarts of maxRestarts.
+func restartsText(f *failure.Failure) string {
+	var parts []string
+	if f.Pod != "" {
+		parts = append(parts, fmt.Sprintf("container %d", f.Restarts))
+	}
+	if b := f.BackoffLimit; b != nil {
+		parts = append(parts, fmt.Sprintf("Job %s %d of backoffLimit %d", f.Job, b.Used, b.Limit))
+	}
+	if b := f.MaxRestarts; b != nil {
+		parts = append(parts, fmt.Sprintf("JobSet %d of maxRestarts %d", b.Used, b.Limit))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// policyText says what the JobSet's failure policy did: the action, why (a rule, or the default), for which
+// Job, and what came of it.
+func policyText(p *failure.Policy, maxRestarts *failure.Budget) string {
+	why := "rule " + p.Rule
+	switch {
+	case p.NoFailurePolicy:
+		why = "no failurePolicy"
+	case p.Rule == "":
+		why = "no rule matched"
+	}
+	text := fmt.Sprintf("%s (%s) after Job %s failed", p.Action, why, p.Job)
+	if p.JobFailureReason != "" {
+		text += " (" + p.JobFailureReason + ")"
+	}
+	switch action := jobsetv1alpha2.FailurePolicyAction(p.Action); {
+	case p.FailsJobSet(maxRestarts) && action != jobsetv1alpha2.FailJobSet:
+		return text + ": maxRestarts used up, the JobSet fails"
+	case p.FailsJobSet(maxRestarts):
+		return text + ": the JobSet fails"
+	case action == jobsetv1alpha2.RestartJob || action == jobsetv1alpha2.RestartJobAndIgnoreMaxRestarts:
+		return text + ": the Job is created again"
+	}
+	return text + ": every Job is created again"
 }
 
 func withCount(msg string, n int32) string {

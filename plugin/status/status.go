@@ -1,9 +1,10 @@
 // Package status is `kubectl trainjob status NAME`: one screen that says where a TrainJob is in its pipeline
 // and why, when each stage started and ended, its replicated jobs and pods, every transition and the recent
 // warnings; `-w` follows it until it is terminal; `-o json|yaml` prints the same Summary for tools.
-// It reads only what upstream Kubeflow Trainer's controller writes too, and for a TrainJob in a Kueue
-// LocalQueue what Kueue writes (plugin/kueue), and for one that MultiKueue dispatched the worker cluster's
-// copy (multikueue.go). Its requests are bounded: at most nine, fifteen for a dispatched one (Fetch).
+// For a TrainJob whose containers failed it starts with the first failure (plugin/failure) and the end of that
+// container's log. It reads only what upstream Kubeflow Trainer's controller writes too, and for a TrainJob in
+// a Kueue LocalQueue what Kueue writes (plugin/kueue), and for one that MultiKueue dispatched the worker cluster's copy
+// (multikueue.go). Its requests are bounded (Fetch).
 package status
 
 import (
@@ -12,6 +13,7 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -22,14 +24,17 @@ import (
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/printers"
 )
 
-const example = `  # Where is my TrainJob, and why?
+const example = `  # Where is my TrainJob, and why? For a Failed one: which container failed first, and how
   kubectl trainjob status llama-ft
 
   # Follow it until it is Complete or Failed (exit code 2 if it Failed)
   kubectl trainjob status llama-ft -w
 
   # The same summary for scripts
-  kubectl trainjob status llama-ft -o json | jq '.stages'`
+  kubectl trainjob status llama-ft -o json | jq '.stages'
+
+  # The exit code and reason of the container that failed first
+  kubectl trainjob status llama-ft -o json | jq '.firstFailure | {pod, rank, reason, exitCode}'`
 
 // StatusOptions are the flags and resolved inputs of `status`.
 type StatusOptions struct {
@@ -48,6 +53,8 @@ type StatusOptions struct {
 	Client   client.WithWatch
 	// Kueue reads what Kueue says of a TrainJob in a LocalQueue; nil reads nothing. Complete makes it.
 	Kueue *kueue.Client
+	// Logs reads the end of the log of the first failed container. Complete makes it.
+	Logs kubernetes.Interface
 }
 
 // NewStatusOptions returns options writing to streams.
@@ -69,7 +76,17 @@ func NewCmdStatusWithOptions(f cmdutil.Factory, o *StatusOptions) *cobra.Command
 cannot be scheduled and the scheduler's message), the pipeline (initializers, trainer, done)
 with when each stage started and ended, every replicated job's Job counts, the pods with their
 node, GPUs, status and restarts, the timeline of every condition transition and Event, and the
-recent warnings of the TrainJob, its JobSet, Jobs and pods.
+recent warnings of the TrainJob, its JobSet, Jobs and pods. A trainer's progress report
+(status.trainerStatus) shows as a progress bar with the time left and the latest metrics.
+
+When a container failed (and the TrainJob is not Complete), the screen starts with the first
+failure, by when the container terminated (not by the Job the JobSet names): its pod, rank,
+replicated job and node; its exit code and reason (OOMKilled, Error, the signal of an exit
+code 128+N such as SIGKILL for 137, Evicted, DeadlineExceeded, an image that cannot be
+pulled); its restarts, its Job's failures of backoffLimit and the JobSet's restarts of
+failurePolicy.maxRestarts; what the JobSet's failure policy did (the rule that matched, or
+the default); and the last 20 lines of its log (of the previous instance when it restarted).
+kubectl trainjob logs NAME --failed prints all of that log.
 
 For a TrainJob in a Kueue LocalQueue (label kueue.x-k8s.io/queue-name) it also shows its Kueue
 Workload: LocalQueue and ClusterQueue, priority, position in the queue (from Kueue's visibility
@@ -83,8 +100,9 @@ then its Secret in kueue-system) when you may read it; when you may not, the lin
 TrainJob runs and how to reach it.
 
 With -w it follows the TrainJob until it is Complete or Failed: on a terminal the screen is
-redrawn in place; otherwise one line is printed per transition. It then exits 0 if Complete and
-2 if Failed.`,
+redrawn in place; otherwise one line is printed per transition (condition, Event, change of
+stage, progress report, first failure), in time order, each dated by the cluster's records.
+It then exits 0 if Complete and 2 if Failed.`,
 		Example:           example,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completion.TrainJobNames(f),
@@ -116,6 +134,11 @@ func (o *StatusOptions) Complete(f cmdutil.Factory, _ *cobra.Command, args []str
 			return err
 		}
 	}
+	if o.Logs == nil {
+		if o.Logs, err = f.KubernetesClientSet(); err != nil {
+			return err
+		}
+	}
 	o.Color = f.UseColor(o.Streams.Out)
 	if o.Terminal == nil {
 		tty := printers.IsTerminal(o.Streams.Out)
@@ -144,9 +167,10 @@ func (o *StatusOptions) Run(cmd *cobra.Command) error {
 		if *o.Terminal {
 			return o.redraw(ctx)
 		}
-		return exitFor(o.Name)(Follow(ctx, o.Client, o.Kueue, o.Namespace, o.Name, o.Streams.Out, o.Clock, o.Color))
+		return exitFor(o.Name)(Follow(ctx, FollowOptions{Client: o.Client, Kueue: o.Kueue, Namespace: o.Namespace, Name: o.Name,
+			Out: o.Streams.Out, Clock: o.Clock, Color: o.Color, Lines: true}))
 	}
-	in, err := Fetch(ctx, o.Client, o.Kueue, o.Namespace, o.Name)
+	in, err := Fetch(ctx, Reader{Client: o.Client, Kueue: o.Kueue, Logs: o.Logs}, o.Namespace, o.Name)
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/stage"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/failure"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/kueue"
 )
 
@@ -44,6 +45,10 @@ type Summary struct {
 	// BlockedByTaint is set when the TrainJob's unschedulable pods are kept off the nodes only by taints they
 	// do not tolerate; Reason then says so, and BlockedByTaint.WayOut how to tolerate them.
 	BlockedByTaint *TaintBlock `json:"blockedByTaint,omitempty"`
+	// FirstFailure is the first failure of the TrainJob's containers, by when it happened (plugin/failure), with
+	// the end of its log: why a Failed TrainJob failed, or what keeps failing in one that has not ended. Unset
+	// for a Complete TrainJob.
+	FirstFailure *failure.Failure `json:"firstFailure,omitempty"`
 	// Progress is the trainer's own report (status.trainerStatus), when it sends one.
 	Progress *Progress `json:"progress,omitempty"`
 	// Queue is what Kueue says of a TrainJob in one of its LocalQueues (label kueue.x-k8s.io/queue-name).
@@ -62,6 +67,9 @@ type Summary struct {
 	Pods []PodSummary `json:"pods"`
 	// Warnings are the most recent Warning Events of the TrainJob, its JobSet, Jobs and pods, newest first.
 	Warnings []Warning `json:"warnings,omitempty"`
+
+	// recorded is the newest time the cluster recorded about the TrainJob and its children (lastRecorded).
+	recorded metav1.Time
 }
 
 // Progress is status.trainerStatus.
@@ -203,6 +211,18 @@ type Objects struct {
 	// Worker is what was read of the worker cluster of a TrainJob that MultiKueue dispatched; Jobs, Pods,
 	// Nodes and the Events of the TrainJob's children are then the worker's.
 	Worker *WorkerObjects
+	// JobSet is the TrainJob's JobSet and FailureLog the end of the log of its first failed container, read
+	// only when a container failed (nil otherwise, or when they cannot be read).
+	JobSet     *jobsetv1alpha2.JobSet
+	FailureLog *FailureLog
+}
+
+// FailureLog is the end of the log of one container, or why it could not be read.
+type FailureLog struct {
+	Pod, Container string
+	Previous       bool
+	Lines          []string
+	Unavailable    string
 }
 
 // QueueObjects are Kueue's objects about a TrainJob in a LocalQueue.
@@ -269,8 +289,75 @@ func Summarize(in Objects, now time.Time) *Summary {
 	if !s.Stage.Terminal() && s.Stage != stage.Suspended && s.Stage != stage.Queued {
 		s.BlockedByTaint = taintBlock(tj, in.Pods, in.Nodes)
 	}
+	if s.Stage != stage.Complete {
+		s.FirstFailure = firstFailure(in)
+	}
 	s.Reason = reason(s, in)
+	s.recorded = lastRecorded(in, s)
 	return s
+}
+
+// firstFailure is the first failure of in's containers, with the log read of it.
+func firstFailure(in Objects) *failure.Failure {
+	f := failure.First(failure.Objects{Pods: in.Pods, Jobs: in.Jobs, JobSet: in.JobSet})
+	if l := in.FailureLog; f != nil && l != nil && l.Pod == f.Pod && l.Container == f.Container && l.Previous == f.Previous {
+		f.Log, f.LogUnavailable = l.Lines, l.Unavailable
+	}
+	return f
+}
+
+// lastRecorded is the newest time the cluster recorded about the TrainJob and its children: its creation,
+// conditions and progress report, the start, end and conditions of its Jobs and pods and their containers,
+// and the Events shown. A change that a summary shows but whose time no object records (a count in
+// jobsStatus, the reason of a stage) happened at or before it, and after the summary before.
+func lastRecorded(in Objects, s *Summary) metav1.Time {
+	last := in.TrainJob.CreationTimestamp
+	see := func(t *metav1.Time) {
+		if t != nil && last.Before(t) {
+			last = *t
+		}
+	}
+	for i := range in.TrainJob.Status.Conditions {
+		see(&in.TrainJob.Status.Conditions[i].LastTransitionTime)
+	}
+	if p := s.Progress; p != nil {
+		see(&p.LastUpdated)
+	}
+	for i := range in.Jobs {
+		j := &in.Jobs[i]
+		see(&j.CreationTimestamp)
+		see(j.Status.StartTime)
+		see(j.Status.CompletionTime)
+		for k := range j.Status.Conditions {
+			see(&j.Status.Conditions[k].LastTransitionTime)
+		}
+	}
+	for i := range in.Pods {
+		p := &in.Pods[i]
+		see(&p.CreationTimestamp)
+		see(p.Status.StartTime)
+		for k := range p.Status.Conditions {
+			see(&p.Status.Conditions[k].LastTransitionTime)
+		}
+		for _, cs := range slices.Concat(p.Status.InitContainerStatuses, p.Status.ContainerStatuses) {
+			for _, st := range []corev1.ContainerState{cs.State, cs.LastTerminationState} {
+				if st.Running != nil {
+					see(&st.Running.StartedAt)
+				}
+				if st.Terminated != nil {
+					see(&st.Terminated.StartedAt)
+					see(&st.Terminated.FinishedAt)
+				}
+			}
+		}
+	}
+	for i := range s.Timeline {
+		see(&s.Timeline[i].Time)
+	}
+	for i := range s.Warnings {
+		see(&s.Warnings[i].LastSeen)
+	}
+	return last
 }
 
 // RuntimeName is Kind/name of the TrainJob's runtime; the kind defaults as upstream's does.
@@ -348,6 +435,9 @@ func podStatus(p *corev1.Pod) string {
 	}
 	if _, ok := unschedulable(p); ok {
 		return corev1.PodReasonUnschedulable
+	}
+	if p.Status.Phase == corev1.PodFailed && p.Status.Reason != "" {
+		return p.Status.Reason // Evicted, DeadlineExceeded: what happened to the pod, not how its containers ended
 	}
 	for _, cs := range slices.Concat(p.Status.InitContainerStatuses, p.Status.ContainerStatuses) {
 		switch {
@@ -905,18 +995,12 @@ func podTrouble(pods []corev1.Pod) string {
 	}
 	for _, p := range pods {
 		for _, cs := range slices.Concat(p.Status.InitContainerStatuses, p.Status.ContainerStatuses) {
-			if w := cs.State.Waiting; w != nil && badWaiting[w.Reason] {
+			if w := cs.State.Waiting; w != nil && (w.Reason == "CrashLoopBackOff" || failure.CannotStart(w.Reason)) {
 				return joinReason(fmt.Sprintf("pod %s: %s", p.Name, w.Reason), w.Message)
 			}
 		}
 	}
 	return ""
-}
-
-// badWaiting are the waiting reasons of containers that will not start by themselves.
-var badWaiting = map[string]bool{
-	"ImagePullBackOff": true, "ErrImagePull": true, "InvalidImageName": true, "CrashLoopBackOff": true,
-	"CreateContainerConfigError": true, "CreateContainerError": true, "RunContainerError": true,
 }
 
 func plural(n int, one, many string) string {

@@ -43,6 +43,11 @@ func TestFullProfile(t *testing.T) {
 	t.Run("SIM_EXIT_CODE under OnFailure restarts until the Job gives up", s.exitCodeOnFailure)
 	t.Run("SIM_RESTARTS crashes the containers before they succeed", s.crashes)
 	t.Run("restarts annotation restarts a running pod at once", s.restartAnnotation)
+	t.Run("SIM_EXIT_REASON names the exit: an OOM kill", s.oomKilled)
+	t.Run("SIM_BACKOFF_SECONDS keeps a crashed container in CrashLoopBackOff", s.crashLoop)
+	t.Run("SIM_IMAGE_PULL_ERROR leaves the pod Pending in ImagePullBackOff", s.imagePullError)
+	t.Run("SIM_EVICT has the kubelet evict the pod", s.evicted)
+	t.Run("SIM_INDEXES limits the knobs to some completion indexes", s.someIndexes)
 }
 
 type suite struct {
@@ -390,6 +395,140 @@ func (s *suite) restartAnnotation(t *testing.T) {
 	if pod.Status.Phase != corev1.PodRunning || pod.Status.ContainerStatuses[0].State.Running == nil {
 		t.Errorf("pod phase %s, container state %+v, want a running container", pod.Status.Phase, pod.Status.ContainerStatuses[0].State)
 	}
+}
+
+func (s *suite) oomKilled(t *testing.T) {
+	ns := s.namespace(t)
+	pod := simPod(ns, "oom", corev1.RestartPolicyNever)
+	pod.Spec.Containers[0].Env = []corev1.EnvVar{{Name: cluster.EnvExitCode, Value: "137"}, {Name: cluster.EnvExitReason, Value: "OOMKilled"},
+		{Name: cluster.EnvRunSeconds, Value: "0.2"}}
+	if err := s.cl.Create(t.Context(), pod); err != nil {
+		t.Fatal(err)
+	}
+	s.waitPhase(t, pod, corev1.PodFailed)
+	want := corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}}
+	if diff := cmp.Diff(want, pod.Status.ContainerStatuses[0].State, ignoreTimes); diff != "" {
+		t.Errorf("container state (-want +got):\n%s", diff)
+	}
+}
+
+// crashLoop: a container that exits 1 under restartPolicy OnFailure waits in CrashLoopBackOff, its pod not
+// ready, between its runs, and keeps crashing.
+func (s *suite) crashLoop(t *testing.T) {
+	ns := s.namespace(t)
+	pod := simPod(ns, "crash-loop", corev1.RestartPolicyOnFailure)
+	pod.Spec.Containers[0].Env = []corev1.EnvVar{{Name: cluster.EnvExitCode, Value: "1"}, {Name: cluster.EnvRunSeconds, Value: "0.2"},
+		{Name: cluster.EnvBackoffSeconds, Value: "1"}}
+	if err := s.cl.Create(t.Context(), pod); err != nil {
+		t.Fatal(err)
+	}
+	var backingOff corev1.ContainerStatus
+	eventually(t, "CrashLoopBackOff", func(ctx context.Context) (bool, error) {
+		if err := s.cl.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
+			return false, err
+		}
+		if st := pod.Status.ContainerStatuses; len(st) == 1 && st[0].State.Waiting != nil {
+			backingOff = st[0]
+			return true, nil
+		}
+		return false, nil
+	})
+	want := corev1.ContainerStatus{Name: "main", Image: "busybox", RestartCount: 1,
+		State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
+		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error"}}}
+	if diff := cmp.Diff(want, backingOff, ignoreTimes, cmpopts.IgnoreFields(corev1.ContainerStateWaiting{}, "Message"), cmpopts.IgnoreFields(corev1.ContainerStatus{}, "Started")); diff != "" {
+		t.Errorf("container status (-want +got):\n%s", diff)
+	}
+	if c := podCondition(pod, corev1.PodReady); c == nil || c.Status != corev1.ConditionFalse || pod.Status.Phase != corev1.PodRunning {
+		t.Errorf("pod %s with Ready %+v, want Running and not ready", pod.Status.Phase, c)
+	}
+	eventually(t, "the second crash", func(ctx context.Context) (bool, error) {
+		if err := s.cl.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
+			return false, err
+		}
+		return pod.Status.ContainerStatuses[0].RestartCount >= 2, nil
+	})
+}
+
+func (s *suite) imagePullError(t *testing.T) {
+	ns := s.namespace(t)
+	pod := simPod(ns, "no-image", corev1.RestartPolicyNever)
+	pod.Spec.Containers[0].Image = "ghcr.io/example/no-such-image:1"
+	pod.Spec.Containers[0].Env = []corev1.EnvVar{{Name: cluster.EnvImagePullError, Value: "1"}}
+	if err := s.cl.Create(t.Context(), pod); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "ImagePullBackOff", func(ctx context.Context) (bool, error) {
+		if err := s.cl.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
+			return false, err
+		}
+		st := pod.Status.ContainerStatuses
+		return len(st) == 1 && st[0].State.Waiting != nil && st[0].State.Waiting.Reason == "ImagePullBackOff", nil
+	})
+	const image = "ghcr.io/example/no-such-image:1"
+	wantMessage := `Back-off pulling image "` + image + `": ErrImagePull: failed to pull and unpack image "` + image +
+		`": failed to resolve reference "` + image + `": ` + image + `: not found`
+	if got := pod.Status.ContainerStatuses[0].State.Waiting.Message; got != wantMessage {
+		t.Errorf("waiting message %q, want %q", got, wantMessage)
+	}
+	if pod.Status.Phase != corev1.PodPending || pod.Spec.NodeName == "" || pod.Status.StartTime == nil {
+		t.Errorf("pod %s on %q started %v, want Pending on a node, started", pod.Status.Phase, pod.Spec.NodeName, pod.Status.StartTime)
+	}
+}
+
+func (s *suite) evicted(t *testing.T) {
+	ns := s.namespace(t)
+	pod := simPod(ns, "evicted", corev1.RestartPolicyNever)
+	pod.Spec.Containers[0].Env = []corev1.EnvVar{{Name: cluster.EnvEvict, Value: "1"}, {Name: cluster.EnvRunSeconds, Value: "0.2"}}
+	if err := s.cl.Create(t.Context(), pod); err != nil {
+		t.Fatal(err)
+	}
+	s.waitPhase(t, pod, corev1.PodFailed)
+	if pod.Status.Reason != "Evicted" || !strings.HasPrefix(pod.Status.Message, "The node was low on resource: memory.") {
+		t.Errorf("pod reason %q, message %q, want Evicted for memory", pod.Status.Reason, pod.Status.Message)
+	}
+	if c := podCondition(pod, corev1.DisruptionTarget); c == nil || c.Status != corev1.ConditionTrue || c.Reason != "TerminationByKubelet" {
+		t.Errorf("DisruptionTarget condition %+v, want True by TerminationByKubelet", c)
+	}
+	want := corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "Error"}}
+	if diff := cmp.Diff(want, pod.Status.ContainerStatuses[0].State, ignoreTimes); diff != "" {
+		t.Errorf("container state (-want +got):\n%s", diff)
+	}
+}
+
+// someIndexes: of two pods of completion indexes 0 and 1 (labelled as an Indexed Job labels them), only index 1
+// takes SIM_EXIT_CODE.
+func (s *suite) someIndexes(t *testing.T) {
+	ns := s.namespace(t)
+	phases := map[string]corev1.PodPhase{}
+	for _, index := range []string{"0", "1"} {
+		pod := simPod(ns, "rank-"+index, corev1.RestartPolicyNever)
+		pod.Labels = map[string]string{batchv1.JobCompletionIndexAnnotation: index}
+		pod.Spec.Containers[0].Env = []corev1.EnvVar{{Name: cluster.EnvExitCode, Value: "3"}, {Name: cluster.EnvIndexes, Value: "1"},
+			{Name: cluster.EnvRunSeconds, Value: "0.2"}}
+		if err := s.cl.Create(t.Context(), pod); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "pod "+pod.Name+" ended", func(ctx context.Context) (bool, error) {
+			if err := s.cl.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
+				return false, err
+			}
+			phases[index] = pod.Status.Phase
+			return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed, nil
+		})
+	}
+	if diff := cmp.Diff(map[string]corev1.PodPhase{"0": corev1.PodSucceeded, "1": corev1.PodFailed}, phases); diff != "" {
+		t.Errorf("phases by completion index (-want +got):\n%s", diff)
+	}
+}
+
+func podCondition(p *corev1.Pod, typ corev1.PodConditionType) *corev1.PodCondition {
+	for i := range p.Status.Conditions {
+		if p.Status.Conditions[i].Type == typ {
+			return &p.Status.Conditions[i]
+		}
+	}
+	return nil
 }
 
 // gpuToleratedAtAdmission: the API server runs ExtendedResourceToleration, as GPU clusters do, so a pod that

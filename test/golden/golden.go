@@ -7,6 +7,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -34,4 +35,16 @@ func Assert(t testing.TB, path string, got []byte) {
 	if diff := cmp.Diff(string(want), string(got)); diff != "" {
 		t.Errorf("output differs from %s (-want +got); if the change is intended, run the test with -update:\n%s", path, diff)
 	}
+}
+
+// ScreenHead is the `status` screen of a golden result (exit code, stdout, stderr) down to its Pipeline section,
+// and an elision: what the TrainJob is, its stage and why, its first failure and its Queue section. The sections
+// below hold times and counts that differ from run to run on a cluster whose pods really run.
+func ScreenHead(result string) string {
+	head, _, found := strings.Cut(result, "\nPipeline:\n")
+	if !found {
+		return result
+	}
+	_, stderr, _ := strings.Cut(result, "--- stderr\n")
+	return head + "\n…\n--- stderr\n" + stderr
 }

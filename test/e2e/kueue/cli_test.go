@@ -71,18 +71,6 @@ func normalize(ns, out string) string {
 	return sinceRe.ReplaceAllString(out, "$1<since>")
 }
 
-// screenHead is the status screen up to its Pipeline section: what the TrainJob is, its stage and why, and its
-// Queue section. The sections below hold times and counts that differ from run to run (when pods started,
-// how often Kueue retried), which the tests check on `status -o json` instead.
-func screenHead(out string) string {
-	head, _, found := strings.Cut(out, "\nPipeline:\n")
-	if !found {
-		return out
-	}
-	_, stderr, _ := strings.Cut(out, "--- stderr\n")
-	return head + "\n…\n--- stderr\n" + stderr
-}
-
 // assertGolden compares got with testdata/NAME.golden (test/golden: -update rewrites it).
 func assertGolden(t *testing.T, name, got string) {
 	t.Helper()

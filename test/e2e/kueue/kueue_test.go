@@ -25,6 +25,7 @@ import (
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/stage"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/status"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
+	"github.com/kubectl-trainjob/kubectl-trainjob/test/golden"
 )
 
 const (
@@ -106,7 +107,7 @@ func TestQueueing(t *testing.T) {
 		waitStage(t, first, stage.Training)
 		now := get(t, second).CreationTimestamp.Add(sinceCreation)
 		assertGolden(t, "queued-list", normalize(ns, inProcess(t, ns, now, "list", "-o", "wide")))
-		assertGolden(t, "queued-status", normalize(ns, screenHead(inProcess(t, ns, now, "status", second.Name))))
+		assertGolden(t, "queued-status", normalize(ns, golden.ScreenHead(inProcess(t, ns, now, "status", second.Name))))
 		s := summary(t, ns, second.Name)
 		q := s.Queue
 		if s.Stage != stage.Queued || q == nil {
@@ -185,7 +186,7 @@ func TestQueueing(t *testing.T) {
 		assertGolden(t, "preempted-list", normalize(ns, inProcess(t, ns, now, "list", "-o", "wide")))
 		screen := inProcess(t, ns, now, "status", second.Name)
 		t.Logf("kubectl trainjob status %s:\n%s", second.Name, screen)
-		assertGolden(t, "preempted-status", normalize(ns, screenHead(screen)))
+		assertGolden(t, "preempted-status", normalize(ns, golden.ScreenHead(screen)))
 		s := summary(t, ns, second.Name)
 		if s.Stage != stage.Queued || s.Queue == nil || len(s.Queue.Evictions) != 1 || s.Queue.Evictions[0].Reason != "Preempted" ||
 			s.Queue.Evictions[0].By != "TrainJob/"+urgent.Name {
@@ -242,7 +243,7 @@ func TestQueueing(t *testing.T) {
 			return nil
 		})
 		now := get(t, second).CreationTimestamp.Add(sinceCreation)
-		assertGolden(t, "stopped-status", normalize(ns, screenHead(inProcess(t, ns, now, "status", second.Name))))
+		assertGolden(t, "stopped-status", normalize(ns, golden.ScreenHead(inProcess(t, ns, now, "status", second.Name))))
 		if s := summary(t, ns, second.Name); s.Stage != stage.Suspended || s.Queue == nil || s.Queue.Active {
 			t.Errorf("status -o json: stage %s, queue %+v, want Suspended with an inactive Workload", s.Stage, s.Queue)
 		}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -193,11 +194,30 @@ func TestCreateWait(t *testing.T) {
 			playPipeline(t, f, tj, run)
 			finish(trainer.TrainJobComplete, "JobSetCompleted", "jobset completed")(t, tj, run)
 		}},
+		// Off a terminal, --wait prints each report of the trainer's progress.
+		{"wait-progress", []string{"--wait"}, func(t *testing.T, tj *trainer.TrainJob, run *Started) {
+			report(t, f, tj, run, 45, 60*time.Second)
+			report(t, f, tj, run, 80, 80*time.Second)
+			finish(trainer.TrainJobComplete, "JobSetCompleted", "jobset completed")(t, tj, run)
+		}},
+		// On a terminal, a live line: the stage and why, then the progress bar; erased at the end.
+		{"wait-terminal", []string{"--wait"}, func(t *testing.T, tj *trainer.TrainJob, run *Started) {
+			run.WaitForOutput(t, "Pending")
+			tj.Status.JobsStatus = []trainer.JobStatus{jobStatus(trainer.Node, 1, 1, 0, 0)}
+			f.updateStatus(tj)
+			run.WaitForOutput(t, "Training")
+			report(t, f, tj, run, 45, 60*time.Second)
+			finish(trainer.TrainJobComplete, "JobSetCompleted", "jobset completed")(t, tj, run)
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			name := tc.name
 			clk := &creationClock{c: cl, key: client.ObjectKey{Namespace: ns, Name: name}, offset: 2 * time.Minute}
-			run := Start(t, "", []plugin.CommandAdder{createCmd(clk)}, slices.Concat(kube, []string{"create", name, "--runtime", createRuntime}, tc.args)...)
+			adder := createCmd(clk)
+			if name == "wait-terminal" {
+				adder = createOnTerminal(clk)
+			}
+			run := Start(t, "", []plugin.CommandAdder{adder}, slices.Concat(kube, []string{"create", name, "--runtime", createRuntime}, tc.args)...)
 			tj := &trainer.TrainJob{}
 			eventually(t, "the TrainJob is created", func(ctx context.Context) (bool, error) {
 				err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, tj)
@@ -209,7 +229,8 @@ func TestCreateWait(t *testing.T) {
 			}
 			n := n
 			n.Base = tj.CreationTimestamp.Time
-			AssertGolden(t, "create/"+tc.name, n.Normalize(run.Wait(t).String()))
+			out := strings.NewReplacer("\r", "<CR>", "\x1b", "<ESC>").Replace(run.Wait(t).String())
+			AssertGolden(t, "create/"+tc.name, n.Normalize(out))
 		})
 	}
 }
@@ -227,6 +248,25 @@ func playPipeline(t *testing.T, f *fixture, tj *trainer.TrainJob, run *Started) 
 	f.updateStatus(tj)
 	run.WaitForOutput(t, "Training")
 	tj.Status.JobsStatus = []trainer.JobStatus{jobStatus(trainer.DatasetInitializerName, 0, 0, 1, 0), jobStatus(trainer.Node, 0, 0, 1, 0)}
+}
+
+// report writes a report of the trainer's progress, made at d after the TrainJob's creation, and waits until
+// the command shows it.
+func report(t *testing.T, f *fixture, tj *trainer.TrainJob, run *Started, percent int32, d time.Duration) {
+	t.Helper()
+	tj.Status.TrainerStatus = &trainer.TrainerStatus{ProgressPercentage: ptr.To(percent), EstimatedRemainingSeconds: ptr.To(int32(100-percent) * 12),
+		Metrics: []trainer.Metric{{Name: "loss", Value: fmt.Sprintf("%.2f", 3-float64(percent)/50)}}, LastUpdatedTime: at(tj, d)}
+	f.updateStatus(tj)
+	run.WaitForOutput(t, fmt.Sprintf("%d%%", percent))
+}
+
+// createOnTerminal is `create` writing to a terminal (80 columns), with the clock given.
+func createOnTerminal(clk clock.PassiveClock) plugin.CommandAdder {
+	return func(f cmdutil.Factory, s cmdutil.Streams) *cobra.Command {
+		o := create.NewCreateOptions(s)
+		o.Clock, o.Terminal = clk, ptr.To(true)
+		return create.NewCmdCreateWithOptions(f, o)
+	}
 }
 
 // createCmd is `create` with the clock of --follow given.

@@ -170,4 +170,28 @@ func TestList(t *testing.T) {
 		}
 		AssertGolden(t, "list/watch", n.Normalize(got))
 	})
+
+	// The trainer reports its progress: each report is a row with its PROGRESS and ETA.
+	t.Run("watch-progress", func(t *testing.T) {
+		run := Start(t, "", cmd, withArgs(kube, "list", "-w", "--field-selector", "metadata.name=queued")...)
+		run.WaitForOutput(t, "queued")
+		queued := &trainer.TrainJob{}
+		for _, report := range []struct {
+			percent, left int32
+			text          string
+		}{{30, 1200, "30%"}, {60, 480, "60%"}} {
+			if err := f.c.Get(t.Context(), clientKey(f.ns, "queued"), queued); err != nil {
+				t.Fatal(err)
+			}
+			queued.Status.TrainerStatus = &trainer.TrainerStatus{ProgressPercentage: ptr.To(report.percent),
+				EstimatedRemainingSeconds: ptr.To(report.left), LastUpdatedTime: at(queued, 2*time.Minute)}
+			f.updateStatus(queued)
+			run.WaitForOutput(t, report.text)
+		}
+		got := run.out.String()
+		if i := strings.Index(got, "60%"); i >= 0 {
+			got = got[:i+strings.Index(got[i:], "\n")+1]
+		}
+		AssertGolden(t, "list/watch-progress", n.Normalize(got))
+	})
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,6 +51,7 @@ func TestLogs(t *testing.T) {
 	rank1 := Start(t, "", cmd, withArgs(kube, "logs", "llama", "-f", "--rank", "1")...)
 
 	init := w.running("llama", trainer.DatasetInitializerName, 0)
+	w.write(init, credentialsContainer, "credentials for hf://tatsu-lab/alpaca fetched")
 	w.write(init, trainer.DatasetInitializerName, "downloading hf://tatsu-lab/alpaca", "dataset ready: 52002 rows")
 	rank0.WaitForOutput(t, "dataset ready")
 	rank1.WaitForOutput(t, "dataset ready")
@@ -115,6 +117,18 @@ func TestLogs(t *testing.T) {
 		{"follow-failed", []string{"logs", "llama", "-f"}},
 		{"follow-complete", []string{"logs", "bert", "-f"}},
 		{"too-many-streams", []string{"logs", "llama", "-f", "--rank", "all", "--max-log-requests", "2"}},
+		{"one-request-at-a-time", []string{"logs", "llama", "--rank", "all", "--all-containers", "--max-log-requests", "1"}},
+		{"previous", []string{"logs", "llama", "--previous"}},
+		{"previous-not-restarted", []string{"logs", "llama", "--rank", "1", "--previous"}},
+		{"failed", []string{"logs", "llama", "--failed"}},
+		{"failed-tail", []string{"logs", "llama", "--failed", "--tail", "1", "--prefix"}},
+		{"no-failure", []string{"logs", "bert", "--failed"}},
+		{"grep", []string{"logs", "llama", "--rank", "all", "--grep", `epoch \d`}},
+		{"grep-invert", []string{"logs", "llama", "--grep", "^epoch", "--invert"}},
+		{"since-time", []string{"logs", "llama", "--since-time", "2000-01-01T00:00:00Z"}},
+		{"since-time-future", []string{"logs", "llama", "--since-time", "2999-01-01T00:00:00Z"}},
+		{"all-containers", []string{"logs", "llama", "--stage", "dataset-initializer", "--all-containers"}},
+		{"color", []string{"logs", "llama", "--rank", "all", "--color=always"}},
 		{"no-such-trainjob", []string{"logs", "gpt"}},
 		{"no-such-stage", []string{"logs", "llama", "--stage", "launcher"}},
 		{"bad-stage", []string{"logs", "llama", "--stage", "training"}},
@@ -128,6 +142,9 @@ func TestLogs(t *testing.T) {
 	}
 }
 
+// credentialsContainer is the init container of the dataset initializer's pods.
+const credentialsContainer = "fetch-credentials"
+
 // logsCmd is `logs` re-opening ended streams quickly.
 func logsCmd(f cmdutil.Factory, s cmdutil.Streams) *cobra.Command {
 	o := logs.NewLogsOptions(s)
@@ -135,18 +152,22 @@ func logsCmd(f cmdutil.Factory, s cmdutil.Streams) *cobra.Command {
 	return logs.NewCmdLogsWithOptions(f, o)
 }
 
-// normalizeLogs hides what changes from run to run in logs output: the pods' random suffixes, the
-// timestamps of log lines and the namespace.
+// normalizeLogs hides what changes from run to run in logs output: the pods' random suffixes and nodes, the
+// timestamps of log lines and the namespace; and shows colours' escapes as <ESC>.
 func normalizeLogs(ns string) func(string) string {
 	n := Normalizer{Replace: map[string]string{ns: "<ns>"}}
 	return func(s string) string {
 		s = podSuffixRe.ReplaceAllString(s, "${1}-<hash>")
 		s = logTimeRe.ReplaceAllString(s, "<timestamp> ")
+		s = gpuNodeRe.ReplaceAllString(s, "gpu-node-<n>")
+		s = strings.ReplaceAll(s, "\x1b", "<ESC>")
 		return n.Normalize(s)
 	}
 }
 
 var (
+	// gpuNodeRe is a GPU node of the local cluster: which one the scheduler picks differs from run to run.
+	gpuNodeRe   = regexp.MustCompile(`\bgpu-node-\d+\b`)
 	podSuffixRe = regexp.MustCompile(`\b((?:llama|bert)-[a-z-]+-\d+-\d+)-[a-z0-9]{5}\b`)
 	logTimeRe   = regexp.MustCompile(`\b\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z `)
 )
@@ -180,6 +201,7 @@ func simJobSet(f *fixture, tj *trainer.TrainJob, initRun time.Duration) {
 			Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
 				RestartPolicy:   corev1.RestartPolicyNever,
 				SchedulingGates: []corev1.PodSchedulingGate{{Name: logsGate}},
+				InitContainers:  []corev1.Container{{Name: credentialsContainer, Image: "busybox"}},
 				Containers: []corev1.Container{{Name: trainer.DatasetInitializerName, Image: "ghcr.io/kubeflow/trainer/dataset-initializer",
 					Env:       []corev1.EnvVar{{Name: trainer.StorageURIEnv, Value: "hf://tatsu-lab/alpaca"}, {Name: cluster.EnvRunSeconds, Value: strconv.Itoa(int(initRun.Seconds()))}},
 					Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}},

@@ -75,7 +75,8 @@ func (l *requestLog) take() []string {
 }
 
 // TestRequests counts the API requests of the commands issue 8 measures: `status` makes at most four (the
-// TrainJob, its Jobs, its pods, the namespace's Events, read at once), `list` one LIST per page and one GET per
+// TrainJob, its Jobs, its pods, the namespace's Events, read at once), two more when a container failed,
+// `list` one LIST per page and one GET per
 // runtime its table needs (none for other formats, none for TrainJobs that give their nodes and resources),
 // and neither reads discovery. For a TrainJob in a Kueue LocalQueue both ask whether Kueue's API is served
 // (one discovery request for its group); here it is not, and they ask nothing more (test/e2e/kueue runs them
@@ -99,6 +100,27 @@ func TestRequests(t *testing.T) {
 		// They are made at once: their order is not the code's.
 		if diff := cmp.Diff(want, got, cmpSorted); diff != "" {
 			t.Errorf("status requests (-want +got):\n%s", diff)
+		}
+	})
+
+	// A container failed: two requests more, made at once, the JobSet (for its failure policy) and the end of
+	// that container's log (which no kubelet serves here: status says why).
+	t.Run("status of a Failed TrainJob", func(t *testing.T) {
+		f := fixtureOn(t, c)
+		failedTrainJob(f, "oom")
+		res := RunWith(t, log.factory(), []plugin.CommandAdder{statusCmd(time.Now(), false)}, withArgs(kubeArgs(c, f.ns), "status", "oom")...)
+		got := log.take()
+		if res.Code != 0 {
+			t.Fatal(res)
+		}
+		want := append(statusRequests(f.ns, "oom"),
+			"GET /apis/jobset.x-k8s.io/v1alpha2/namespaces/"+f.ns+"/jobsets/oom",
+			"GET /api/v1/namespaces/"+f.ns+"/pods/oom-node-0-0-x00/log?container=node&limitBytes=65536&tailLines=20")
+		if diff := cmp.Diff(want, got, cmpSorted); diff != "" {
+			t.Errorf("status requests (-want +got):\n%s", diff)
+		}
+		if !strings.Contains(res.Stdout, "First failure:") {
+			t.Errorf("status does not show the first failure:\n%s", res.Stdout)
 		}
 	})
 

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -184,6 +185,8 @@ type podState struct {
 	started     time.Duration
 	finished    time.Duration // when phase is Succeeded or Failed
 	restarts    int32
+	exitCode    int32  // a Failed pod's container's (default 1)
+	exitReason  string // a Failed pod's container's (default Error)
 	waiting     string // a waiting container's reason
 	unscheduled string // the scheduler's message for an unschedulable pod
 }
@@ -196,7 +199,7 @@ func (f *fixture) pod(tj *trainer.TrainJob, s podState) {
 			Name: fmt.Sprintf("%s-%s-0-%d-x%02d", tj.Name, s.rj, s.rank, s.rank),
 			Labels: map[string]string{
 				jobsetv1alpha2.JobSetNameKey: tj.Name, jobsetv1alpha2.ReplicatedJobNameKey: s.rj, jobsetv1alpha2.JobIndexKey: "0",
-				batchv1.JobCompletionIndexAnnotation: strconv.Itoa(s.rank)},
+				batchv1.JobCompletionIndexAnnotation: strconv.Itoa(s.rank), batchv1.JobNameLabel: tj.Name + "-" + s.rj + "-0"},
 		},
 		Spec: podTemplate(s.rj).Spec,
 	}
@@ -218,7 +221,7 @@ func (f *fixture) pod(tj *trainer.TrainJob, s podState) {
 	case corev1.PodSucceeded, corev1.PodFailed:
 		code, reason := int32(0), "Completed"
 		if s.phase == corev1.PodFailed {
-			code, reason = 1, "Error"
+			code, reason = cmp.Or(s.exitCode, 1), cmp.Or(s.exitReason, "Error")
 		}
 		cs.State.Terminated = &corev1.ContainerStateTerminated{ExitCode: code, Reason: reason, StartedAt: at(tj, s.started), FinishedAt: at(tj, s.finished)}
 	case corev1.PodRunning:
@@ -405,7 +408,7 @@ func testStatusUnschedulable(t *testing.T, c *cluster.Cluster) {
 	AssertGolden(t, "status/unschedulable", f.normalizer(tj).Normalize(res.String()))
 }
 
-// failedTrainJob was suspended, resumed, then failed when its trainer Job failed.
+// failedTrainJob was suspended, resumed, then failed when its trainer Job failed: its one pod was OOM-killed.
 func failedTrainJob(f *fixture, name string) *trainer.TrainJob {
 	tj := f.trainJob(name, 1, false, func(tj *trainer.TrainJob) { tj.Spec.Suspend = ptr.To(false) })
 	tj.Status = trainer.TrainJobStatus{
@@ -418,7 +421,8 @@ func failedTrainJob(f *fixture, name string) *trainer.TrainJob {
 	f.updateStatus(tj)
 	f.jobSet(tj, "node")
 	f.job(tj, "node", 1, jobTimes{start: 70 * time.Second, end: 5 * time.Minute, failed: true})
-	f.pod(tj, podState{rj: "node", node: "gpu-node-2", gpus: 8, phase: corev1.PodFailed, started: 72 * time.Second, finished: 299 * time.Second})
+	f.pod(tj, podState{rj: "node", node: "gpu-node-2", gpus: 8, phase: corev1.PodFailed, started: 72 * time.Second, finished: 299 * time.Second,
+		exitCode: 137, exitReason: "OOMKilled"})
 	// The Suspended transition is only in an Event now: the condition moved on to Resumed.
 	f.event(tj, tj, trainer.TrainJobKind, corev1.EventTypeNormal, trainer.TrainJobSuspendedReason, trainer.TrainJobSuspendedMessage, 1*time.Second, 1*time.Second, 1)
 	f.event(tj, tj, trainer.TrainJobKind, corev1.EventTypeNormal, trainer.TrainJobResumedReason, trainer.TrainJobResumedMessage, time.Minute, time.Minute, 1)
@@ -477,8 +481,8 @@ func testStatusErrors(t *testing.T, c *cluster.Cluster) {
 	}
 }
 
-// testStatusWatchLive follows a training TrainJob off a terminal until it completes: one line per transition,
-// exit code 0.
+// testStatusWatchLive follows a training TrainJob off a terminal until it completes: one line per transition
+// and per progress report, each at its time, exit code 0.
 func testStatusWatchLive(t *testing.T, c *cluster.Cluster) {
 	f := fixtureOn(t, c)
 	tj := f.trainJob("live", 1, false)
@@ -490,6 +494,10 @@ func testStatusWatchLive(t *testing.T, c *cluster.Cluster) {
 	run.WaitForOutput(t, "Training")
 	f.event(tj, tj, trainer.TrainJobKind, corev1.EventTypeWarning, "NodeLost", "rank 0 lost its node for 3s", 2*time.Minute, 2*time.Minute, 1)
 	run.WaitForOutput(t, "NodeLost")
+	tj.Status.TrainerStatus = &trainer.TrainerStatus{ProgressPercentage: ptr.To[int32](45), EstimatedRemainingSeconds: ptr.To[int32](720),
+		Metrics: []trainer.Metric{{Name: "loss", Value: "1.27"}}, LastUpdatedTime: at(tj, 3*time.Minute)}
+	f.updateStatus(tj)
+	run.WaitForOutput(t, "45%")
 	tj.Status.Conditions = []metav1.Condition{condition(trainer.TrainJobComplete, "AllJobsCompleted", "jobset completed successfully", metav1.ConditionTrue, at(tj, 5*time.Minute))}
 	tj.Status.JobsStatus = []trainer.JobStatus{jobStatus("node", 0, 0, 1, 0)}
 	f.updateStatus(tj)
