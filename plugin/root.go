@@ -25,7 +25,9 @@ Exit codes:
   0  success (for wait, logs -f and create --wait: the TrainJob is Complete)
   1  error
   2  the TrainJob Failed
-  3  timed out waiting`
+  3  timed out waiting
+  4  fit: the TrainJob does not fit now (it would on the nodes emptied of other pods)
+  5  fit: the TrainJob fits nowhere, not even on the nodes emptied of other pods`
 
 // NewRootCommand is `kubectl trainjob` with the given subcommands.
 func NewRootCommand(f cmdutil.Factory, streams cmdutil.Streams, adders ...CommandAdder) *cobra.Command {
