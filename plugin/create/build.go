@@ -37,6 +37,7 @@ type spec struct {
 	labels           []string
 	annotations      []string
 	queue            string
+	gpuType          string
 	command          []string
 }
 
@@ -89,6 +90,9 @@ func (s *spec) trainJob() (*trainer.TrainJob, error) {
 			tj.Labels = map[string]string{}
 		}
 		tj.Labels[kueue.QueueLabel] = s.queue
+	}
+	if errs := validation.IsValidLabelValue(s.gpuType); len(errs) > 0 {
+		return nil, fmt.Errorf("invalid --gpu-type %q: %s; give a value of the nodes' label %s, e.g. NVIDIA-A100-SXM4-80GB", s.gpuType, strings.Join(errs, "; "), completion.GPUProductLabel)
 	}
 	if tj.Annotations, err = keyValues("--annotation", s.annotations, false); err != nil {
 		return nil, err
