@@ -36,7 +36,9 @@ Exit codes:
 * 0: success (for wait, logs -f, port-forward and create --wait: the TrainJob is Complete)
 * 1: error
 * 2: the TrainJob Failed
-* 3: timed out waiting`
+* 3: timed out waiting
+* 4: fit: the TrainJob does not fit now (it would on the nodes emptied of other pods)
+* 5: fit: the TrainJob fits nowhere, not even on the nodes emptied of other pods`
 
 // commandGroups are the groups the root's help lists its commands in, by name; a command of no group is
 // listed under "Other Commands".
@@ -44,7 +46,7 @@ var commandGroups = []struct {
 	message string
 	names   []string
 }{
-	{"Run TrainJobs:", []string{"create", "rerun", "suspend", "resume", "delete"}},
+	{"Run TrainJobs:", []string{"create", "fit", "rerun", "suspend", "resume", "delete"}},
 	{"Follow and reach them:", []string{"list", "status", "logs", "wait", "port-forward"}},
 	{"See the pipeline:", []string{"describe-pipeline", "render", "runtimes"}},
 	{"Install and run the operator:", []string{"install", "operator", "version"}},

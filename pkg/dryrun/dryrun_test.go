@@ -2,6 +2,7 @@ package dryrun
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -166,5 +167,32 @@ func TestSource(t *testing.T) {
 		if got := tt.s.String(); got != tt.want {
 			t.Errorf("%+v = %q, want %q", tt.s, got, tt.want)
 		}
+	}
+}
+
+// TestAdmitTrainJob: a TrainJob made in memory is admitted as one read from a file: the CRD's defaults are
+// set on a copy, and the CRD's rules refuse what the API server would, in its words.
+func TestAdmitTrainJob(t *testing.T) {
+	schema, err := NewSchema()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &Loader{Schema: schema, Namespace: "team"}
+	tj := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Name: "job"}}
+	tj.Spec.RuntimeRef = trainer.RuntimeRef{Name: "torch"}
+	got, err := l.AdmitTrainJob(t.Context(), tj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Namespace != "team" || ptr.Deref(got.Spec.ManagedBy, "") != trainer.TrainJobControllerManager ||
+		ptr.Deref(got.Spec.RuntimeRef.Kind, "") != trainer.ClusterTrainingRuntimeKind {
+		t.Errorf("admitted: namespace %q, managedBy %v, runtimeRef.kind %v; want team and the CRD's defaults", got.Namespace, got.Spec.ManagedBy, got.Spec.RuntimeRef.Kind)
+	}
+	if tj.Spec.ManagedBy != nil || tj.Namespace != "" {
+		t.Errorf("AdmitTrainJob changed the TrainJob it was given: %+v", tj)
+	}
+	tj.Spec.Trainer = &trainer.Trainer{NumProcPerNode: ptr.To[int32](0)}
+	if _, err := l.AdmitTrainJob(t.Context(), tj); err == nil || !strings.Contains(err.Error(), `TrainJob.trainer.kubeflow.org "job" is invalid`) {
+		t.Errorf("numProcPerNode 0: error %v, want the API server's refusal", err)
 	}
 }

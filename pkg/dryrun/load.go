@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -147,6 +148,49 @@ func (l *Loader) loadDocuments(ctx context.Context, in *Inputs, file string, dat
 			in.Runtimes = append(in.Runtimes, rt)
 		}
 	}
+}
+
+// LoadOneTrainJob reads trainJobFiles and more as Load does, and wants exactly one TrainJob among them: the
+// input of describe-pipeline -f and fit -f.
+func LoadOneTrainJob(ctx context.Context, namespace string, stdin io.Reader, trainJobFiles []string, more ...string) (*Inputs, error) {
+	schema, err := NewSchema()
+	if err != nil {
+		return nil, err
+	}
+	in := &Inputs{}
+	loader := &Loader{Schema: schema, Namespace: namespace, Stdin: stdin}
+	if err := loader.Load(ctx, in, append(append([]string{}, trainJobFiles...), more...)...); err != nil {
+		return nil, err
+	}
+	if len(in.TrainJobs) != 1 {
+		return nil, fmt.Errorf("want exactly one TrainJob in %s, found %d", strings.Join(trainJobFiles, ", "), len(in.TrainJobs))
+	}
+	return in, nil
+}
+
+// AdmitTrainJob admits a TrainJob made in memory (create's flags) as Load admits one read from a file: the
+// CRD's defaults, schema and CEL rules. It returns the admitted copy and leaves tj as it is.
+func (l *Loader) AdmitTrainJob(ctx context.Context, tj *trainer.TrainJob) (*trainer.TrainJob, error) {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(tj)
+	if err != nil {
+		return nil, err
+	}
+	// What a client sends: no status, no creation time.
+	delete(m, "status")
+	unstructured.RemoveNestedField(m, "metadata", "creationTimestamp")
+	u := &unstructured.Unstructured{Object: m}
+	u.SetGroupVersionKind(trainer.GroupVersion.WithKind(trainer.TrainJobKind))
+	if u.GetNamespace() == "" {
+		u.SetNamespace(l.Namespace)
+	}
+	if err := l.Schema.Admit(ctx, u); err != nil {
+		return nil, err
+	}
+	obj, err := typed(u)
+	if err != nil {
+		return nil, err
+	}
+	return obj.(*trainer.TrainJob), nil
 }
 
 func typed(u *unstructured.Unstructured) (client.Object, error) {

@@ -16,6 +16,8 @@ const (
 	ExitError   = 1 // any error
 	ExitFailed  = 2 // the TrainJob Failed
 	ExitTimeout = 3 // a wait timed out
+	ExitNotNow  = 4 // fit: the TrainJob does not fit the cluster now, but would on its nodes emptied
+	ExitNowhere = 5 // fit: the TrainJob does not fit the cluster's nodes even emptied
 )
 
 // ExitCodeError carries the exit code of a command that did not succeed.

@@ -2,6 +2,7 @@ package completion
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
@@ -142,4 +144,40 @@ func TrainerRanks(f cmdutil.Factory) cobra.CompletionFunc {
 		}
 		return ranks
 	}, cobra.ShellCompDirectiveKeepOrder)
+}
+
+// GPUProductLabel is the label NVIDIA's GPU feature discovery gives a node with the model of its GPUs
+// (NVIDIA-A100-SXM4-80GB): what create --gpu-type selects nodes by.
+const GPUProductLabel = "nvidia.com/gpu.product"
+
+// nodeListLimit bounds how many nodes a completion of GPU models reads: only their labels are read, so a
+// large cluster's first thousand cost little.
+const nodeListLimit = 1000
+
+// GPUProducts completes the GPU models of the cluster's nodes (their GPUProductLabel), each with how many
+// nodes have it. Only the nodes' metadata is read.
+func GPUProducts(f cmdutil.Factory) cobra.CompletionFunc {
+	return FromCluster(f, func(ctx context.Context, cl client.Client, _ string, _ *cobra.Command, _ []string, toComplete string) []cobra.Completion {
+		nodes := &metav1.PartialObjectMetadataList{}
+		nodes.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NodeList"))
+		if cl.List(ctx, nodes, client.HasLabels{GPUProductLabel}, client.Limit(nodeListLimit)) != nil {
+			return nil
+		}
+		count := map[string]int{}
+		for _, n := range nodes.Items {
+			if p := n.Labels[GPUProductLabel]; strings.HasPrefix(p, toComplete) {
+				count[p]++
+			}
+		}
+		var products []cobra.Completion
+		for p, n := range count {
+			desc := fmt.Sprintf("%d nodes", n)
+			if n == 1 {
+				desc = "1 node"
+			}
+			products = append(products, cobra.CompletionWithDesc(p, desc))
+		}
+		slices.Sort(products)
+		return products
+	}, 0)
 }

@@ -41,6 +41,7 @@ type spec struct {
 	labels           []string
 	annotations      []string
 	queue            string
+	gpuType          string
 	command          []string
 
 	// The values of the flags whose zero value a user may mean (--nodes 0 is refused, --suspend=false
@@ -64,6 +65,7 @@ func (s *spec) addFlags(fl *pflag.FlagSet) {
 	fl.StringArrayVar(&s.labels, "label", nil, "Label of the TrainJob, KEY=VALUE (repeatable)")
 	fl.StringArrayVar(&s.annotations, "annotation", nil, "Annotation of the TrainJob, KEY=VALUE (repeatable)")
 	fl.StringVar(&s.queue, "queue", "", "Kueue LocalQueue (sets the label "+kueue.QueueLabel+")")
+	fl.StringVar(&s.gpuType, "gpu-type", "", "GPU model of the trainer's nodes: their label "+completion.GPUProductLabel+", e.g. NVIDIA-A100-SXM4-80GB")
 }
 
 // specFlagNames are the names of the flags addFlags adds, in its order.
@@ -186,6 +188,9 @@ func (s *spec) applyTo(tj *trainer.TrainJob) error {
 			labels = map[string]string{}
 		}
 		labels[kueue.QueueLabel] = s.queue
+	}
+	if errs := validation.IsValidLabelValue(s.gpuType); len(errs) > 0 {
+		return fmt.Errorf("invalid --gpu-type %q: %s; give a value of the nodes' label %s, e.g. NVIDIA-A100-SXM4-80GB", s.gpuType, strings.Join(errs, "; "), completion.GPUProductLabel)
 	}
 	tj.Labels = merged(tj.Labels, labels)
 	annotations, err := keyValues("--annotation", s.annotations, false)

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/scheme"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/completion"
@@ -41,13 +42,32 @@ With --from TEMPLATE the TrainJob is a copy of the TrainJob TEMPLATE of the name
 creator wrote it, with its labels (see kubectl trainjob rerun --help); the flags given change the
 copy.
 
-The runtime must exist: nothing is created otherwise. With --wait the command returns when
-the TrainJob ends: exit 0 when it is Complete, 2 when it Failed, 3 when --timeout passes
-first. --follow waits too and prints a line at every change of stage.`
+--gpu-type puts the trainer's pods on nodes of one GPU model: a nodeSelector of the label
+nvidia.com/gpu.product (NVIDIA's GPU feature discovery) on the trainer's replicated job,
+through a runtimePatch of spec.runtimePatches (Kubeflow Trainer v2.3 has no
+podTemplateOverrides). Its values are completed from the cluster's nodes.
+
+The runtime must exist: nothing is created otherwise. Before sending, create checks
+whether the TrainJob's pods fit the cluster's nodes (as kubectl trainjob fit does): when
+they fit nowhere, even on nodes emptied of other pods, it warns and sends the TrainJob
+anyway, as the cluster may grow. --dry-run=server prints what fits now after the API
+server accepted the TrainJob.
+
+With --wait the command returns when the TrainJob ends: exit 0 when it is Complete, 2 when
+it Failed, 3 when --timeout passes first. --follow waits too and prints a line at every
+change of stage. A TrainJob that fits nowhere is waited for all the same (nodes may join):
+the warning says so first.`
 
 const createExample = `  # Four nodes of eight GPUs on the torch-distributed runtime
   kubectl trainjob create llama --runtime torch-distributed --nodes 4 --gpus-per-node 8 \
     --image pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime -- torchrun train.py --epochs 3
+
+  # On the cluster's A100 nodes only
+  kubectl trainjob create llama --runtime torch-distributed --nodes 2 --gpus-per-node 8 \
+    --gpu-type NVIDIA-A100-SXM4-80GB -- torchrun train.py
+
+  # Ask the API server, create nothing, and say whether it fits now
+  kubectl trainjob create llama --runtime torch-distributed --nodes 4 --gpus-per-node 8 --dry-run=server
 
   # A namespaced TrainingRuntime, queued in Kueue, suspended
   kubectl trainjob create exp-7 --runtime trainingruntime/my-torch --queue team-a --suspend
@@ -81,6 +101,9 @@ type CreateOptions struct {
 	Clock clock.PassiveClock
 	// Terminal tells whether Out is a terminal, where --wait and --follow keep a live line; nil detects it.
 	Terminal *bool
+	// OutOfTree are the pipeline plugins of the binary beside the in-tree ones: the fit check builds the
+	// TrainJob's pods as the operator of the same binary does.
+	OutOfTree pipeline.Registry
 
 	// From is --from: the TrainJob of the namespace the new one is a copy of.
 	From string
@@ -110,9 +133,18 @@ func NewCreateOptions(streams cmdutil.Streams) *CreateOptions {
 	}
 }
 
-// NewCmdCreate is `kubectl trainjob create`.
+// NewCmdCreate is `kubectl trainjob create` with the in-tree pipeline plugins.
 func NewCmdCreate(f cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
 	return NewCmdCreateWithOptions(f, NewCreateOptions(streams))
+}
+
+// NewCmd is `kubectl trainjob create` of a binary whose pipeline adds outOfTree (app.WithPlugin).
+func NewCmd(outOfTree pipeline.Registry) func(cmdutil.Factory, cmdutil.Streams) *cobra.Command {
+	return func(f cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
+		o := NewCreateOptions(streams)
+		o.OutOfTree = outOfTree
+		return NewCmdCreateWithOptions(f, o)
+	}
 }
 
 // NewCmdCreateWithOptions is `kubectl trainjob create` with preset options (a pinned clock in tests).
@@ -141,6 +173,8 @@ func NewCmdCreateWithOptions(f cmdutil.Factory, o *CreateOptions) *cobra.Command
 	o.addRunFlags(cmd)
 	_ = cmd.RegisterFlagCompletionFunc("runtime", completion.RuntimeNames(f))
 	_ = cmd.RegisterFlagCompletionFunc("from", completion.TrainJobNames(f))
+	_ = cmd.RegisterFlagCompletionFunc("gpu-type", completion.GPUProducts(f))
+	_ = cmd.RegisterFlagCompletionFunc("dry-run", cobra.FixedCompletions([]string{dryRunNone, dryRunClient, dryRunServer}, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.MarkFlagFilename("filename", "yaml", "yml", "json")
 	return cmd
 }
@@ -243,14 +277,21 @@ func (o *CreateOptions) Validate() error {
 	return nil
 }
 
-// Run builds the TrainJob, checks its runtime, creates it and waits when asked.
+// Run builds the TrainJob, checks its runtime and whether it fits, creates it and waits when asked.
 func (o *CreateOptions) Run(ctx context.Context) error {
 	tj, err := o.trainJob(ctx)
 	if err != nil {
 		return err
 	}
-	if err := o.checkRuntime(ctx, tj); err != nil {
+	rt, err := o.checkRuntime(ctx, tj)
+	if err != nil {
 		return err
+	}
+	if o.spec.gpuType != "" {
+		selectGPUType(tj, rt, o.spec.gpuType)
+	}
+	if o.DryRun == dryRunNone {
+		o.warnIfNowhere(ctx, tj, rt)
 	}
 	switch o.DryRun {
 	case dryRunServer:
@@ -263,6 +304,9 @@ func (o *CreateOptions) Run(ctx context.Context) error {
 	}
 	if err := o.printer.PrintObj(tj, o.Out); err != nil {
 		return err
+	}
+	if o.DryRun == dryRunServer {
+		return o.printFit(ctx, tj, rt)
 	}
 	if o.Wait || o.Follow {
 		return o.wait(ctx, tj.Namespace, tj.Name)
@@ -345,28 +389,32 @@ func stripComments(doc string) string {
 	return b.String()
 }
 
-// checkRuntime makes sure the TrainJob's runtime exists. A user who may not read ClusterTrainingRuntimes gets
-// a warning and the TrainJob is created: the operator will say if the runtime is missing.
-func (o *CreateOptions) checkRuntime(ctx context.Context, tj *trainer.TrainJob) error {
+// checkRuntime makes sure the TrainJob's runtime exists, and returns it. A user who may not read
+// ClusterTrainingRuntimes gets a warning, no runtime, and the TrainJob is created: the operator will say if
+// the runtime is missing.
+func (o *CreateOptions) checkRuntime(ctx context.Context, tj *trainer.TrainJob) (*pipeline.Runtime, error) {
 	ref := tj.Spec.RuntimeRef
 	kind := ptr.Deref(ref.Kind, trainer.ClusterTrainingRuntimeKind)
+	var rt client.Object
 	var err error
 	switch kind {
 	case trainer.ClusterTrainingRuntimeKind:
-		err = o.client.Get(ctx, client.ObjectKey{Name: ref.Name}, &trainer.ClusterTrainingRuntime{})
+		rt = &trainer.ClusterTrainingRuntime{}
+		err = o.client.Get(ctx, client.ObjectKey{Name: ref.Name}, rt)
 	case trainer.TrainingRuntimeKind:
-		err = o.client.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: ref.Name}, &trainer.TrainingRuntime{})
+		rt = &trainer.TrainingRuntime{}
+		err = o.client.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: ref.Name}, rt)
 	default:
-		return fmt.Errorf("unknown runtimeRef.kind %q: use %s or %s", kind, trainer.ClusterTrainingRuntimeKind, trainer.TrainingRuntimeKind)
+		return nil, fmt.Errorf("unknown runtimeRef.kind %q: use %s or %s", kind, trainer.ClusterTrainingRuntimeKind, trainer.TrainingRuntimeKind)
 	}
 	switch {
 	case err == nil:
-		return nil
+		return pipeline.RuntimeOf(rt)
 	case apierrors.IsForbidden(err):
 		fmt.Fprintf(o.ErrOut, "warning: you may not read %s %q, so whether it exists is not checked\n", strings.ToLower(kind), ref.Name)
-		return nil
+		return nil, nil
 	case !apierrors.IsNotFound(err):
-		return err
+		return nil, err
 	}
 	msg := fmt.Sprintf("%s %q not found", strings.ToLower(kind), ref.Name)
 	if kind == trainer.TrainingRuntimeKind {
@@ -374,7 +422,7 @@ func (o *CreateOptions) checkRuntime(ctx context.Context, tj *trainer.TrainJob) 
 	} else if o.client.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: ref.Name}, &trainer.TrainingRuntime{}) == nil {
 		msg += fmt.Sprintf(" (namespace %q has a trainingruntime of that name: use --runtime %s%s)", tj.Namespace, completion.RuntimeKindPrefix, ref.Name)
 	}
-	return errors.New(msg + "; list runtimes with: kubectl trainjob runtimes")
+	return nil, errors.New(msg + "; list runtimes with: kubectl trainjob runtimes")
 }
 
 // createError turns a refused create into one line.

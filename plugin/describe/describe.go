@@ -8,10 +8,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	"github.com/spf13/cobra"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/utils/ptr"
@@ -21,7 +19,6 @@ import (
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/dryrun"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/config"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/runtimes"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/stage"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
@@ -189,24 +186,12 @@ func (o *Options) Run(ctx context.Context) error {
 func (o *Options) inputs(ctx context.Context) (*dryrun.Inputs, error) {
 	switch {
 	case len(o.Files) > 0:
-		schema, err := dryrun.NewSchema()
-		if err != nil {
-			return nil, err
-		}
-		in := &dryrun.Inputs{}
-		loader := &dryrun.Loader{Schema: schema, Namespace: o.namespace, Stdin: o.Streams.In}
-		if err := loader.Load(ctx, in, append(append([]string{}, o.Files...), o.RuntimeFiles...)...); err != nil {
-			return nil, err
-		}
-		if len(in.TrainJobs) != 1 {
-			return nil, fmt.Errorf("want exactly one TrainJob in %s, found %d", strings.Join(o.Files, ", "), len(in.TrainJobs))
-		}
-		return in, nil
+		return dryrun.LoadOneTrainJob(ctx, o.namespace, o.Streams.In, o.Files, o.RuntimeFiles...)
 	case o.Runtime != "":
 		tj := &trainer.TrainJob{}
 		tj.Name, tj.Namespace = "example", o.namespace
 		tj.Spec.RuntimeRef = trainer.RuntimeRef{Name: o.Runtime, APIGroup: ptr.To(trainer.GroupVersion.Group), Kind: ptr.To(o.RuntimeKind)}
-		rt, err := o.liveRuntime(ctx, tj)
+		rt, err := cmdutil.LiveRuntime(ctx, o.client, o.decoder, tj)
 		if err != nil {
 			return nil, err
 		}
@@ -216,27 +201,12 @@ func (o *Options) inputs(ctx context.Context) (*dryrun.Inputs, error) {
 		if err != nil {
 			return nil, err
 		}
-		rt, err := o.liveRuntime(ctx, tj)
+		rt, err := cmdutil.LiveRuntime(ctx, o.client, o.decoder, tj)
 		if err != nil {
 			return nil, err
 		}
 		return &dryrun.Inputs{TrainJobs: []*trainer.TrainJob{tj}, Runtimes: []*pipeline.Runtime{rt}}, nil
 	}
-}
-
-// liveRuntime reads the runtime a TrainJob references: the operator's
-// snapshot when there is one (what the TrainJob is really built from), else
-// the runtime itself.
-func (o *Options) liveRuntime(ctx context.Context, tj *trainer.TrainJob) (*pipeline.Runtime, error) {
-	// The snapshot counts only when the TrainJob controls it: a ConfigMap of that name is someone else's.
-	if rt, err := runtimes.Snapshot(ctx, o.client, nil, o.decoder, tj); err == nil {
-		return rt, nil
-	}
-	rt, err := runtimes.Get(ctx, o.client, nil, tj)
-	if apierrors.IsNotFound(err) {
-		return nil, fmt.Errorf("%s %q not found: list runtimes with: kubectl trainjob runtimes", strings.ToLower(pipeline.RuntimeRefGroupKind(tj).Kind), tj.Spec.RuntimeRef.Name)
-	}
-	return rt, err
 }
 
 // Now is where a live TrainJob is.

@@ -10,6 +10,7 @@ package printers
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -18,10 +19,12 @@ import (
 	"github.com/olekukonko/tablewriter"
 	"github.com/olekukonko/tablewriter/renderer"
 	"github.com/olekukonko/tablewriter/tw"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
 	cliprinters "k8s.io/cli-runtime/pkg/printers"
 	"k8s.io/kubectl/pkg/util/term"
+	"sigs.k8s.io/yaml"
 
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/stage"
 )
@@ -222,3 +225,32 @@ const ClearScreen = "\x1b[H\x1b[J"
 // IsTerminal tells whether w is a terminal, as kubectl's util/term tells it: every command that asks (the
 // prompts of delete and install --uninstall, status -w's redraw) asks here.
 func IsTerminal(w any) bool { return term.IsTerminal(w) }
+
+// Taint is how kubectl writes a taint: key=value:effect, or key:effect without a value.
+func Taint(t corev1.Taint) string {
+	if t.Value == "" {
+		return t.Key + ":" + string(t.Effect)
+	}
+	return t.Key + "=" + t.Value + ":" + string(t.Effect)
+}
+
+// Document writes v as a document in format: json (indented by four blanks) or yaml. The summaries of status
+// and fit print so.
+func Document(w io.Writer, format string, v any) error {
+	var data []byte
+	var err error
+	switch format {
+	case "json":
+		data, err = json.MarshalIndent(v, "", "    ")
+		data = append(data, '\n')
+	case "yaml":
+		data, err = yaml.Marshal(v)
+	default:
+		return fmt.Errorf("unsupported output format %q: use json or yaml", format)
+	}
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(data)
+	return err
+}

@@ -8,7 +8,6 @@
 package status
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 
@@ -16,7 +15,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/completion"
@@ -178,22 +176,10 @@ func (o *StatusOptions) Run(cmd *cobra.Command) error {
 }
 
 func (o *StatusOptions) print(s *Summary) error {
-	switch o.Output {
-	case "json":
-		return writeJSON(o.Streams.Out, s)
-	case "yaml":
-		data, err := yaml.Marshal(s)
-		if err != nil {
-			return err
-		}
-		_, err = o.Streams.Out.Write(data)
-		return err
+	if o.Output != "" {
+		return printers.Document(o.Streams.Out, o.Output, s)
 	}
 	return Render(o.Streams.Out, s, o.Clock.Now(), o.Color)
 }
 
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "    ")
-	return enc.Encode(v)
-}
+func writeJSON(w io.Writer, v any) error { return printers.Document(w, "json", v) }

@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/printers"
 )
 
 // TaintBlock says that the unschedulable pods of a TrainJob are kept off nodes that would take them only by
@@ -85,7 +86,7 @@ func taintBlock(tj *trainer.TrainJob, pods []corev1.Pod, nodes []corev1.Node) *T
 		blocked++
 		onNodes.Insert(blockedOn...)
 		for _, t := range blockers {
-			taints.Insert(taintString(t))
+			taints.Insert(printers.Taint(t))
 			if q, ok := requests[corev1.ResourceName(t.Key)]; ok && !q.IsZero() {
 				extended.Insert(t.Key)
 			}
@@ -113,14 +114,6 @@ func fits(requests, allocatable corev1.ResourceList) bool {
 		}
 	}
 	return true
-}
-
-// taintString is how kubectl writes a taint: key=value:effect, or key:effect without a value.
-func taintString(t corev1.Taint) string {
-	if t.Value == "" {
-		return t.Key + ":" + string(t.Effect)
-	}
-	return t.Key + "=" + t.Value + ":" + string(t.Effect)
 }
 
 // Reason says in plain words what keeps the pods off the nodes.

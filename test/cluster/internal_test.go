@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,13 +21,14 @@ func TestFakeNodes(t *testing.T) {
 	type node struct {
 		Name    string
 		GPUs    string
+		Product string
 		Tainted bool
 	}
 	summarize := func(nodes []*corev1.Node) []node {
 		var out []node
 		for _, n := range nodes {
 			gpus := n.Status.Allocatable[GPUResource]
-			out = append(out, node{Name: n.Name, GPUs: gpus.String(), Tainted: len(n.Spec.Taints) > 0})
+			out = append(out, node{Name: n.Name, GPUs: gpus.String(), Product: n.Labels[GPUProductLabel], Tainted: len(n.Spec.Taints) > 0})
 		}
 		return out
 	}
@@ -36,22 +38,28 @@ func TestFakeNodes(t *testing.T) {
 		want []node
 	}{
 		{
-			name: "defaults: 4 GPU nodes of 8 GPUs, 2 CPU nodes",
+			name: "defaults: 4 GPU nodes of 8 GPUs, two H100 and two A100, 2 CPU nodes",
 			opts: Options{Profile: ProfileFull, GPUNodes: 4, CPUNodes: 2, GPUsPerNode: 8},
 			want: []node{
-				{"gpu-node-0", "8", true}, {"gpu-node-1", "8", true}, {"gpu-node-2", "8", true}, {"gpu-node-3", "8", true},
-				{"cpu-node-0", "0", false}, {"cpu-node-1", "0", false},
+				{"gpu-node-0", "8", GPUProductH100, true}, {"gpu-node-1", "8", GPUProductH100, true},
+				{"gpu-node-2", "8", GPUProductA100, true}, {"gpu-node-3", "8", GPUProductA100, true},
+				{"cpu-node-0", "0", "", false}, {"cpu-node-1", "0", "", false},
 			},
 		},
 		{
-			name: "negative counts mean none",
+			name: "negative counts mean none; one GPU node is an H100",
 			opts: Options{Profile: ProfileFull, GPUNodes: 1, CPUNodes: -1, GPUsPerNode: 4},
-			want: []node{{"gpu-node-0", "4", true}},
+			want: []node{{"gpu-node-0", "4", GPUProductH100, true}},
+		},
+		{
+			name: "an odd count: the first half rounded up is H100",
+			opts: Options{Profile: ProfileFull, GPUNodes: 3, CPUNodes: -1, GPUsPerNode: 8},
+			want: []node{{"gpu-node-0", "8", GPUProductH100, true}, {"gpu-node-1", "8", GPUProductH100, true}, {"gpu-node-2", "8", GPUProductA100, true}},
 		},
 		{
 			name: "with the real node, the CPU nodes are tainted as simulated",
 			opts: Options{Profile: ProfileFull, GPUNodes: 1, CPUNodes: 1, GPUsPerNode: 8, RealNode: true},
-			want: []node{{"gpu-node-0", "8", true}, {"cpu-node-0", "0", true}},
+			want: []node{{"gpu-node-0", "8", GPUProductH100, true}, {"cpu-node-0", "0", "", true}},
 		},
 	}
 	for _, tt := range tests {
@@ -60,6 +68,30 @@ func TestFakeNodes(t *testing.T) {
 				t.Errorf("nodes (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestGPUNodeLabels: a GPU node carries the labels NVIDIA's GPU feature discovery gives, those of its product.
+func TestGPUNodeLabels(t *testing.T) {
+	nodes := fakeNodes(Options{Profile: ProfileFull, GPUNodes: 4, CPUNodes: -1, GPUsPerNode: 8})
+	want := map[string]string{
+		"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB", "nvidia.com/gpu.family": "ampere", "nvidia.com/gpu.memory": "81920",
+		"nvidia.com/gpu.count": "8", "nvidia.com/gpu.compute.major": "8", "nvidia.com/gpu.compute.minor": "0",
+		"nvidia.com/cuda.driver.major": "550", "nvidia.com/cuda.driver.minor": "54", "nvidia.com/cuda.driver.rev": "15",
+		"nvidia.com/cuda.runtime.major": "12", "nvidia.com/cuda.runtime.minor": "4",
+		"nvidia.com/gpu.sharing-strategy": "none", "nvidia.com/mig.capable": "true", "nvidia.com/gpu.present": "true",
+	}
+	got := map[string]string{}
+	for k, v := range nodes[3].Labels {
+		if strings.HasPrefix(k, "nvidia.com/") {
+			got[k] = v
+		}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("GFD labels of %s (-want +got):\n%s", nodes[3].Name, diff)
+	}
+	if got := nodes[0].Labels["nvidia.com/gpu.family"]; got != "hopper" {
+		t.Errorf("%s: nvidia.com/gpu.family = %q, want hopper", nodes[0].Name, got)
 	}
 }
 

@@ -17,10 +17,12 @@ const (
 	GPUPresentLabel = "nvidia.com/gpu.present"
 	// GPUTaintKey taints GPU nodes (value "present", effect NoSchedule): only pods that tolerate it land there.
 	GPUTaintKey = "nvidia.com/gpu"
-	// GPUProductLabel names the GPU model of a GPU node.
+	// GPUProductLabel names the GPU model of a GPU node, as NVIDIA's GPU feature discovery (GFD) labels it.
 	GPUProductLabel = "nvidia.com/gpu.product"
-	// GPUProduct is the GPU model of the fake GPU nodes.
-	GPUProduct = "NVIDIA-H100-80GB-HBM3"
+	// GPUProductH100 is the GPU model of the first half of the fake GPU nodes (gpu-node-0 and gpu-node-1 of
+	// four), GPUProductA100 that of the rest: a cluster of two products, as clusters grow.
+	GPUProductH100 = "NVIDIA-H100-80GB-HBM3"
+	GPUProductA100 = "NVIDIA-A100-SXM4-80GB"
 
 	// kwokNodeAnnotation marks the nodes KWOK manages.
 	kwokNodeAnnotation = "kwok.x-k8s.io/node"
@@ -46,11 +48,38 @@ func SimulatedToleration() corev1.Toleration {
 	return corev1.Toleration{Key: SimulatedTaintKey, Operator: corev1.TolerationOpEqual, Value: "fake", Effect: corev1.TaintEffectNoSchedule}
 }
 
+// gpuModel is what GPU feature discovery says of a node's GPUs, beside their count.
+type gpuModel struct {
+	product, family   string
+	memoryMiB         string
+	computeMajorMinor [2]string
+}
+
+// gpuModels are the products of the fake GPU nodes, labelled as GFD labels an H100 and an A100 node. The
+// driver and CUDA labels are the same on every node: one driver version across a cluster is the rule.
+var gpuModels = map[string]gpuModel{
+	GPUProductH100: {product: GPUProductH100, family: "hopper", memoryMiB: "81559", computeMajorMinor: [2]string{"9", "0"}},
+	GPUProductA100: {product: GPUProductA100, family: "ampere", memoryMiB: "81920", computeMajorMinor: [2]string{"8", "0"}},
+}
+
+// GPUProductOf is the GPU model of the i-th of n GPU nodes: the first half (rounded up) H100, the rest A100.
+func GPUProductOf(i, n int) string {
+	if i < (n+1)/2 {
+		return GPUProductH100
+	}
+	return GPUProductA100
+}
+
 // fakeNodes are the nodes the full profile creates for KWOK to run.
 func fakeNodes(o Options) []*corev1.Node {
 	var nodes []*corev1.Node
-	for i := range max(o.GPUNodes, 0) {
-		nodes = append(nodes, fakeNode(GPUNodeName(i), o.GPUsPerNode))
+	n := max(o.GPUNodes, 0)
+	for i := range n {
+		node := fakeNode(GPUNodeName(i), o.GPUsPerNode)
+		if o.GPUsPerNode > 0 {
+			gfdLabels(node, gpuModels[GPUProductOf(i, n)], o.GPUsPerNode)
+		}
+		nodes = append(nodes, node)
 	}
 	for i := range max(o.CPUNodes, 0) {
 		node := fakeNode(CPUNodeName(i), 0)
@@ -88,11 +117,31 @@ func fakeNode(name string, gpus int) *corev1.Node {
 		capacity[corev1.ResourceMemory] = resource.MustParse("1Ti")
 		capacity[GPUResource] = *resource.NewQuantity(int64(gpus), resource.DecimalSI)
 		node.Labels[GPUPresentLabel] = "true"
-		node.Labels[GPUProductLabel] = GPUProduct
-		node.Labels["nvidia.com/gpu.count"] = strconv.Itoa(gpus)
 		node.Spec.Taints = []corev1.Taint{{Key: GPUTaintKey, Value: "present", Effect: corev1.TaintEffectNoSchedule}}
 	}
 	node.Status.Capacity = capacity
 	node.Status.Allocatable = capacity.DeepCopy()
 	return node
+}
+
+// gfdLabels labels a GPU node as NVIDIA's GPU feature discovery does: product, memory (MiB), family, count,
+// compute capability, and the versions of the driver and of CUDA.
+func gfdLabels(node *corev1.Node, m gpuModel, gpus int) {
+	for k, v := range map[string]string{
+		GPUProductLabel:                   m.product,
+		"nvidia.com/gpu.family":           m.family,
+		"nvidia.com/gpu.memory":           m.memoryMiB,
+		"nvidia.com/gpu.count":            strconv.Itoa(gpus),
+		"nvidia.com/gpu.compute.major":    m.computeMajorMinor[0],
+		"nvidia.com/gpu.compute.minor":    m.computeMajorMinor[1],
+		"nvidia.com/cuda.driver.major":    "550",
+		"nvidia.com/cuda.driver.minor":    "54",
+		"nvidia.com/cuda.driver.rev":      "15",
+		"nvidia.com/cuda.runtime.major":   "12",
+		"nvidia.com/cuda.runtime.minor":   "4",
+		"nvidia.com/gpu.sharing-strategy": "none",
+		"nvidia.com/mig.capable":          "true",
+	} {
+		node.Labels[k] = v
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os/exec"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -91,14 +92,18 @@ func tooManyGPUsMessage(t *testing.T) *regexp.Regexp {
 	return regexp.MustCompile(fmt.Sprintf(`0/%[1]d nodes are available: %[1]d Insufficient nvidia\.com/gpu`, len(nodes)))
 }
 
-// TestDoesNotFitStaysPending: 16 GPUs per node fit no node; the TrainJob's pods stay Pending, `kubectl
-// trainjob status` says why in the scheduler's words, and `kubectl trainjob delete` removes it with every
-// child.
+// TestDoesNotFitStaysPending: 16 GPUs per node fit no node; `kubectl trainjob create` warns so and creates the
+// TrainJob all the same, its pods stay Pending, `kubectl trainjob status` says why in the scheduler's words,
+// `kubectl trainjob fit` agrees (exit 5), and `kubectl trainjob delete` removes it with every child.
 func TestDoesNotFitStaysPending(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t)
 	unschedulableMessage := tooManyGPUsMessage(t)
-	mustKubectlTrainJob(t, "create", "-n", ns, "-f", testdata("too-big.yaml"))
+	// create warns before it sends the TrainJob, and sends it all the same: the cluster may grow.
+	r := kubectlTrainJob(t, "create", "-n", ns, "-f", testdata("too-big.yaml"))
+	if r.code != 0 || !strings.Contains(r.stderr, "warning: TrainJob "+ns+"/too-big fits nowhere") || !strings.Contains(r.stderr, "have only 8 nvidia.com/gpu in all") {
+		t.Fatalf("create: want exit 0 and a warning that the TrainJob fits nowhere because no node has 16 GPUs: %v", r)
+	}
 
 	eventually(t, "the trainer pods Unschedulable", runTimeout, func(ctx context.Context) error {
 		pods, err := jobSetPods(ctx, ns, "too-big")
@@ -144,6 +149,11 @@ func TestDoesNotFitStaysPending(t *testing.T) {
 		if p.Status.Phase != corev1.PodPending || p.Spec.NodeName != "" {
 			t.Errorf("pod %s is %s on %q, want Pending on no node", p.Name, p.Status.Phase, p.Spec.NodeName)
 		}
+	}
+
+	// fit agrees with the scheduler: nowhere, exit 5.
+	if r := kubectlTrainJob(t, "fit", "-n", ns, "too-big"); r.code != 5 || !strings.Contains(r.stdout, "fits nowhere") {
+		t.Errorf("fit: want exit 5 and the verdict that it fits nowhere: %v", r)
 	}
 
 	tj, err := trainJob(t.Context(), ns, "too-big")

@@ -60,6 +60,11 @@ var commands = map[string]runBy{
 	// README: the command table; docs/commands.md.
 	"kubectl trainjob create llama --runtime torch-distributed --nodes 2 --gpus-per-node 8 -- torchrun train.py": {tests: []string{"test/e2e.TestGPUTrainJobFromFlags", "test/demo.TestNoWait"}},
 	"kubectl trainjob create bad --runtime no-such-runtime":                                                      {tests: []string{"test/integration/cli.TestCreate"}},
+	"kubectl trainjob fit -f trainjob.yaml":                                                                      {tests: []string{"test/integration/cli.TestFit/two-of-four-now"}},
+	"kubectl trainjob create llama --runtime torch-distributed --nodes 2 --gpus-per-node 8 --gpu-type NVIDIA-A100-SXM4-80GB -- torchrun train.py": {
+		tests: []string{"test/integration/cli.TestFit/create-gpu-type-dry-run-server", "test/integration/cli.TestCreate/gpu-type"}},
+	"kubectl trainjob create too-big --runtime torch-distributed --nodes 2 --gpus-per-node 16":               {tests: []string{"test/integration/cli.TestFit/create-warns"}},
+	"kubectl trainjob create llama --runtime torch-distributed --nodes 4 --gpus-per-node 8 --dry-run=server": {tests: []string{"test/integration/cli.TestFit/create-dry-run-server"}},
 	"kubectl trainjob list":              {tests: []string{"test/e2e.TestREADMECommands", "test/integration/cli.TestList"}, verbatim: true},
 	"kubectl trainjob status big":        {tests: []string{"test/integration/cli.TestStatus/Unschedulable"}},
 	"kubectl trainjob status oom":        {tests: []string{"test/integration/cli.TestStatusFailures/OOMKilled"}},
@@ -114,6 +119,9 @@ var outputs = map[string]string{
 	"kubectl trainjob list": "test/integration/cli/testdata/list/table.golden",
 	"kubectl trainjob create llama --runtime torch-distributed --nodes 4 --gpus-per-node 8 --queue team-a -- torchrun train.py --lr 3e-4": "test/integration/cli/testdata/create/flags.golden",
 	"kubectl trainjob create bad --runtime no-such-runtime":                                                                               "test/integration/cli/testdata/create/unknown-runtime.golden",
+	"kubectl trainjob fit -f trainjob.yaml":                                                                                               "test/integration/cli/testdata/fit/two-of-four-now.golden",
+	"kubectl trainjob create too-big --runtime torch-distributed --nodes 2 --gpus-per-node 16":                                            "test/integration/cli/testdata/fit/create-warns.golden",
+	"kubectl trainjob create llama --runtime torch-distributed --nodes 4 --gpus-per-node 8 --dry-run=server":                              "test/integration/cli/testdata/fit/create-dry-run-server.golden",
 	"kubectl trainjob status big":                                                     "test/integration/cli/testdata/status/unschedulable.golden",
 	"kubectl trainjob status oom":                                                     "test/integration/cli/testdata/failures/oom-status.golden",
 	"kubectl trainjob logs oom --failed":                                              "test/integration/cli/testdata/failures/oom-logs.golden",

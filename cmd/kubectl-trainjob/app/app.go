@@ -3,8 +3,8 @@
 // this repository's main and a platform team's own binary, which adds its
 // own pipeline plugins with WithPlugin, as kube-scheduler's app does; the
 // operator's configuration then enables, disables and orders them per
-// extension point (field plugins), and render and describe-pipeline of
-// that binary show the same pipeline.
+// extension point (field plugins), and render, describe-pipeline, fit and
+// create of that binary build TrainJobs with the same pipeline.
 package app
 
 import (
@@ -19,6 +19,7 @@ import (
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/completion"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/create"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/describe"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/fit"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/install"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/lifecycle"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/list"
@@ -56,8 +57,9 @@ func NewCommand(f cmdutil.Factory, streams genericiooptions.IOStreams, opts ...O
 		opt(&o)
 	}
 	return plugin.NewRootCommand(f, streams,
-		create.NewCmdCreate,
+		create.NewCmd(o.outOfTree),
 		create.NewCmdRerun,
+		fit.NewCmd(o.outOfTree),
 		list.NewCmdList,
 		status.NewCmdStatus,
 		logs.NewCmdLogs,

@@ -93,6 +93,11 @@ func TestCreate(t *testing.T) {
 	t.Run("training-runtime", func(t *testing.T) {
 		AssertGolden(t, "create/training-runtime", n.Normalize(Run(t, "", cmd, withArgs(kube, "create", "small", "--runtime", "trainingruntime/team-torch", "--dry-run=client", "-o", "yaml")...).String()))
 	})
+	// --gpu-type: a runtime patch of the trainer's node selector, owned by the create command.
+	t.Run("gpu-type", func(t *testing.T) {
+		AssertGolden(t, "create/gpu-type", n.Normalize(Run(t, "", cmd, withArgs(kube, "create", "a100", "--runtime", createRuntime, "--nodes", "2",
+			"--gpus-per-node", "8", "--gpu-type", "NVIDIA-A100-SXM4-80GB", "--dry-run=client", "-o", "yaml")...).String()))
+	})
 	t.Run("file", func(t *testing.T) {
 		AssertGolden(t, "create/file", n.Normalize(Run(t, "", cmd, withArgs(kube, "create", "-f", filepath.Join("testdata", "create", "trainjob.yaml"))...).String()))
 		if err := cl.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "from-file"}, &trainer.TrainJob{}); err != nil {
@@ -137,6 +142,7 @@ func TestCreate(t *testing.T) {
 		{"bad-dry-run", withArgs(kube, "create", "bad", "--runtime", createRuntime, "--dry-run=maybe")},
 		{"wait-dry-run", withArgs(kube, "create", "bad", "--runtime", createRuntime, "--wait", "--dry-run=client")},
 		{"file-and-flags", withArgs(kube, "create", "-f", filepath.Join("testdata", "create", "trainjob.yaml"), "--image", "x")},
+		{"file-and-gpu-type", withArgs(kube, "create", "-f", filepath.Join("testdata", "create", "trainjob.yaml"), "--gpu-type", "NVIDIA-A100-SXM4-80GB")},
 		{"file-missing", withArgs(kube, "create", "-f", filepath.Join("testdata", "create", "no-such-file.yaml"))},
 		{"file-two-objects", withArgs(kube, "create", "-f", filepath.Join("testdata", "create", "two-trainjobs.yaml"))},
 		{"file-not-a-trainjob", withArgs(kube, "create", "-f", filepath.Join("testdata", "create", "runtime.yaml"))},

@@ -1,0 +1,133 @@
+package create
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+
+	"k8s.io/utils/ptr"
+
+	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/dryrun"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/config"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/completion"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/fit"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/printers"
+)
+
+// gpuTypeManager owns the runtime patch of --gpu-type. The webhook wants a domain-prefixed path.
+const gpuTypeManager = "kubectl-trainjob.trainer.kubeflow.org/create"
+
+// selectGPUType puts the trainer's pods on nodes of one GPU model: a runtime patch (the way Kubeflow Trainer
+// v2.3 lets a TrainJob change its runtime's pod templates; nodeSelector is among the fields it may still
+// change while suspended, as Kueue does) with a nodeSelector of the GPU feature discovery label on every
+// replicated job of the runtime that is the trainer's step; on `node` when the runtime could not be read.
+func selectGPUType(tj *trainer.TrainJob, rt *pipeline.Runtime, product string) {
+	var jobs []string
+	if rt != nil {
+		for _, rj := range rt.Spec.Template.Spec.ReplicatedJobs {
+			if rj.Template.Labels[trainer.AncestorLabel] == trainer.AncestorTrainer {
+				jobs = append(jobs, rj.Name)
+			}
+		}
+	}
+	if len(jobs) == 0 {
+		jobs = []string{trainer.Node}
+	}
+	spec := &trainer.JobSetSpecPatch{}
+	for _, name := range jobs {
+		spec.ReplicatedJobs = append(spec.ReplicatedJobs, trainer.ReplicatedJobPatch{Name: name, Template: &trainer.JobTemplatePatch{
+			Spec: &trainer.JobSpecPatch{Template: &trainer.PodTemplatePatch{Spec: &trainer.PodSpecPatch{
+				NodeSelector: map[string]string{completion.GPUProductLabel: product},
+			}}},
+		}})
+	}
+	tj.Spec.RuntimePatches = append(tj.Spec.RuntimePatches, trainer.RuntimePatch{
+		Manager:             gpuTypeManager,
+		TrainingRuntimeSpec: &trainer.TrainingRuntimeSpecPatch{Template: &trainer.JobSetTemplatePatch{Spec: spec}},
+	})
+}
+
+// warnIfNowhere warns, before the TrainJob is sent, when its pods fit nowhere, even on the cluster's nodes
+// emptied of other pods; the TrainJob is sent all the same, as the cluster may grow. Only the nodes are read
+// (what other pods use does not matter here). It says nothing when that cannot be told: no runtime, nodes the
+// user may not list, a cluster without nodes (one that makes them on demand), a TrainJob the API server's
+// schema or the pipeline refuses (the API server or the operator says why).
+func (o *CreateOptions) warnIfNowhere(ctx context.Context, tj *trainer.TrainJob, rt *pipeline.Runtime) {
+	if rt == nil {
+		return
+	}
+	cl, err := fit.ReadCluster(ctx, o.client, fit.ReadOptions{})
+	if err != nil || len(cl.Nodes) == 0 {
+		return
+	}
+	schema, err := dryrun.NewSchema()
+	if err != nil {
+		return
+	}
+	admitted, err := (&dryrun.Loader{Schema: schema, Namespace: tj.Namespace}).AdmitTrainJob(ctx, tj)
+	if err != nil {
+		return
+	}
+	f, err := o.computeFit(ctx, admitted, rt, cl)
+	if err != nil || f.Verdict != fit.Nowhere {
+		return
+	}
+	fmt.Fprintf(o.ErrOut, "warning: %s\n", printers.Escape(f.Message))
+	_ = f.WriteBlocked(o.ErrOut)
+	then := ": its pods wait for nodes that can take them"
+	if o.Wait || o.Follow {
+		then = ", and waiting as asked: it cannot start before nodes that can take its pods join (--timeout bounds the wait)"
+	}
+	name := tj.Name
+	if name == "" {
+		name = "NAME"
+	}
+	fmt.Fprintf(o.ErrOut, "warning: creating it anyway, as the cluster may grow%s; see what they need with: kubectl trainjob fit %s\n", then, name)
+}
+
+// printFit ends a server dry run with what fits now of the TrainJob the API server accepted (tj, with its
+// defaults): on standard output after the created line, or on standard error when -o asks for a document,
+// so that the document stays whole.
+func (o *CreateOptions) printFit(ctx context.Context, tj *trainer.TrainJob, rt *pipeline.Runtime) error {
+	out := o.Out
+	if ptr.Deref(o.PrintFlags.OutputFormat, "") != "" {
+		out = o.ErrOut
+	}
+	if rt == nil {
+		_, err := fmt.Fprintln(out, "\nWhether it fits is not checked: its runtime could not be read.")
+		return err
+	}
+	cl, err := fit.ReadCluster(ctx, o.client, fit.ReadOptions{Pods: true})
+	if err != nil {
+		return notChecked(out, err)
+	}
+	f, err := o.computeFit(ctx, tj, rt, cl)
+	if err != nil {
+		return notChecked(out, err)
+	}
+	if _, err := fmt.Fprintln(out); err != nil {
+		return err
+	}
+	return f.WriteText(out)
+}
+
+func notChecked(out io.Writer, err error) error {
+	_, werr := fmt.Fprintf(out, "\nWhether it fits is not checked: %s.\n", printers.Escape(err.Error()))
+	return werr
+}
+
+// computeFit builds the admitted TrainJob's pods with the binary's pipeline and places them on cl.
+func (o *CreateOptions) computeFit(ctx context.Context, tj *trainer.TrainJob, rt *pipeline.Runtime, cl *fit.Cluster) (*fit.Fit, error) {
+	fw, err := dryrun.NewFramework(ctx, &config.Flags{}, o.OutOfTree, &dryrun.Inputs{})
+	if err != nil {
+		return nil, err
+	}
+	sets, _, err := fit.PodSets(ctx, fw, tj, []*pipeline.Runtime{rt})
+	if err != nil {
+		return nil, err
+	}
+	return fit.Compute(tj.Namespace, cmp.Or(tj.Name, tj.GenerateName), sets, cl), nil
+}

@@ -1,0 +1,139 @@
+package fit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/dryrun"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
+)
+
+// PodSets builds tj as the operator would — the one pipeline of render and describe-pipeline: the webhook's
+// admission, then the Build phase, on the runtime tj references among runtimes — and returns the pods of its
+// JobSet, one PodSet per replicated job in the JobSet's order, and the pipeline's warnings.
+func PodSets(ctx context.Context, fw *pipeline.Framework, tj *trainer.TrainJob, runtimes []*pipeline.Runtime) ([]PodSet, []string, error) {
+	res, err := dryrun.Render(ctx, fw, tj, runtimes, pipeline.BuildOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, obj := range res.Objects {
+		if js, ok := obj.(*jobsetv1alpha2.JobSet); ok {
+			return FromJobSet(js), res.Warnings, nil
+		}
+	}
+	return nil, res.Warnings, fmt.Errorf("the pipeline built no JobSet for TrainJob %s", tj.Name)
+}
+
+// FromJobSet are the pods a JobSet makes: of each replicated job, replicas Jobs of parallelism pods (fewer
+// when completions is less), each pod as its template says.
+func FromJobSet(js *jobsetv1alpha2.JobSet) []PodSet {
+	var sets []PodSet
+	for _, rj := range js.Spec.ReplicatedJobs {
+		job := &rj.Template.Spec
+		perJob := ptr.Deref(job.Parallelism, 1)
+		if job.Completions != nil && *job.Completions < perJob {
+			perJob = *job.Completions
+		}
+		pod := &corev1.Pod{ObjectMeta: job.Template.ObjectMeta, Spec: job.Template.Spec}
+		pod.Namespace = js.Namespace
+		sets = append(sets, NewPodSet(rj.Name, rj.Template.Labels[trainer.AncestorLabel], int(rj.Replicas)*int(perJob), int(perJob), pod))
+	}
+	return sets
+}
+
+// Cluster is what fit reads of the cluster: its nodes, and what the pods on them request.
+type Cluster struct {
+	Nodes []corev1.Node
+	// Used is what the pods on each node request, by node name; nil counts the nodes as empty.
+	Used map[string]corev1.ResourceList
+	// Notes say what was not counted, and why.
+	Notes []string
+}
+
+// ReadOptions say what ReadCluster reads.
+type ReadOptions struct {
+	// Pods reads what the pods on the nodes request (a list of the pods of every namespace). Without it the
+	// nodes count as empty: enough to tell whether a TrainJob fits nowhere.
+	Pods bool
+	// Own, when set, is a TrainJob of the cluster: its own pods are left out of what the nodes use, so that
+	// fit says whether it would fit if it started now.
+	Own *trainer.TrainJob
+}
+
+// podsPageSize bounds one page of the list of pods: a large cluster's pods come in pages, as kubectl reads them.
+const podsPageSize = 500
+
+// ErrNodesForbidden is returned, wrapped, when the user may not list nodes: nothing can be said then.
+var ErrNodesForbidden = errors.New("you may not list nodes, and fit needs them (ask for a ClusterRole that grants list on nodes)")
+
+// ReadCluster reads the nodes and, with opts.Pods, what the pods bound to them and not yet ended request. A
+// user who may not list pods everywhere gets the nodes counted as empty, and a note that says so.
+func ReadCluster(ctx context.Context, c client.Reader, opts ReadOptions) (*Cluster, error) {
+	var nodes corev1.NodeList
+	if err := c.List(ctx, &nodes); err != nil {
+		if apierrors.IsForbidden(err) {
+			return nil, fmt.Errorf("%w: %s", ErrNodesForbidden, cmdutil.APIMessage(err))
+		}
+		return nil, err
+	}
+	cl := &Cluster{Nodes: nodes.Items}
+	if !opts.Pods {
+		return cl, nil
+	}
+	used, own, err := podRequests(ctx, c, opts.Own)
+	switch {
+	case apierrors.IsForbidden(err):
+		cl.Notes = append(cl.Notes, "you may not list the pods of every namespace, so what pods already request on the nodes is not counted: \"now\" is as if the nodes were empty")
+		return cl, nil
+	case err != nil:
+		return nil, err
+	}
+	cl.Used = used
+	if own > 0 {
+		cl.Notes = append(cl.Notes, fmt.Sprintf("the %d %s of TrainJob %s already on nodes %s not counted: fit says whether it would fit if it started now",
+			own, plural(own, "pod", "pods"), opts.Own.Name, plural(own, "is", "are")))
+	}
+	return cl, nil
+}
+
+// podRequests is what the pods bound to a node and not ended request on each node, a pod counting as 1 of
+// the node's "pods", without those of own; and how many of own's it left out.
+func podRequests(ctx context.Context, c client.Reader, own *trainer.TrainJob) (map[string]corev1.ResourceList, int, error) {
+	used := map[string]corev1.ResourceList{}
+	ownPods := 0
+	bound := fields.AndSelectors(fields.OneTermNotEqualSelector("spec.nodeName", ""),
+		fields.OneTermNotEqualSelector("status.phase", string(corev1.PodSucceeded)),
+		fields.OneTermNotEqualSelector("status.phase", string(corev1.PodFailed)))
+	cont := ""
+	for {
+		var pods corev1.PodList
+		if err := c.List(ctx, &pods, client.MatchingFieldsSelector{Selector: bound}, client.Limit(podsPageSize), client.Continue(cont)); err != nil {
+			return nil, 0, err
+		}
+		for i := range pods.Items {
+			p := &pods.Items[i]
+			if own != nil && p.Namespace == own.Namespace && p.Labels[jobsetv1alpha2.JobSetNameKey] == own.Name {
+				ownPods++
+				continue
+			}
+			if used[p.Spec.NodeName] == nil {
+				used[p.Spec.NodeName] = corev1.ResourceList{}
+			}
+			add(used[p.Spec.NodeName], pipeline.PodRequests(&p.Spec))
+			add(used[p.Spec.NodeName], corev1.ResourceList{corev1.ResourcePods: onePod})
+		}
+		if cont = pods.Continue; cont == "" {
+			return used, ownPods, nil
+		}
+	}
+}
