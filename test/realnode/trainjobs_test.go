@@ -157,7 +157,7 @@ func (r *realNodeSuite) torchTrainJob(t *testing.T) {
 		t.Errorf("status.trainerStatus (-want +got):\n%s", diff)
 	}
 	status := r.cli(t, "status", tj.Name, "-n", ns)
-	if wantLine := fmt.Sprintf("Progress:    100%%, step=%d loss=%s (reported ", steps, last); !strings.Contains(status, wantLine) {
+	if wantLine := fmt.Sprintf("Progress:    [####################] 100%%, step=%d loss=%s (reported ", steps, last); !strings.Contains(status, wantLine) {
 		t.Errorf("kubectl trainjob status does not show the progress %q:\n%s", wantLine, status)
 	}
 }
