@@ -112,7 +112,12 @@ func TestRenderIsWhatTheOperatorApplies(t *testing.T) {
 	ns := optest.NewNamespace(t, env.Client)
 	rt := &trainer.TrainingRuntime{}
 	tj := &trainer.TrainJob{}
-	for doc, obj := range map[string]client.Object{runtimeYAML: rt, trainJobYAML: tj} {
+	// The runtime first: the webhook refuses a TrainJob whose runtime does not exist (a map's order is random).
+	for _, d := range []struct {
+		doc string
+		obj client.Object
+	}{{runtimeYAML, rt}, {trainJobYAML, tj}} {
+		doc, obj := d.doc, d.obj
 		if err := yaml.UnmarshalStrict([]byte(doc), obj); err != nil {
 			t.Fatal(err)
 		}
