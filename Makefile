@@ -9,6 +9,9 @@ LDFLAGS := -s -w -X github.com/kubectl-trainjob/kubectl-trainjob/pkg/version.Ver
 TOOLS_BIN ?= $(CURDIR)/bin/tools
 export TRAINJOB_TOOLS_BIN := $(TOOLS_BIN)
 GO_TEST_FLAGS ?=
+# -trimpath in every go command: without it the compiled packages and test results are keyed by the clone's
+# folder, so a second clone (CI's) compiles and runs every unchanged package and test again.
+export GOFLAGS := -trimpath $(filter-out -trimpath,$(GOFLAGS))
 
 .PHONY: all
 all: build
@@ -84,6 +87,11 @@ fuzz: ## Fuzz admission and the Build phase with random TrainJob × runtime pair
 .PHONY: bench
 bench: tools ## Performance on the local cluster: throughput against JobSets created directly, writes, operator memory, CLI, Build.
 	go run ./test/bench
+
+# make bench-scale takes about 25 minutes on 2 cores (docs/performance.md); not part of make test.
+.PHONY: bench-scale
+bench-scale: tools ## The operator's memory at 0, 1 000 and 10 000 TrainJobs, the CLI among them, and a 1024-node TrainJob.
+	go run ./test/bench -scale
 
 .PHONY: bench-smoke
 bench-smoke: tools ## make bench with tiny numbers, as make test runs it (in test-integration's ./test/...).

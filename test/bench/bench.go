@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -40,54 +41,91 @@ type bench struct {
 	binary  string
 	// admin sets up and cleans up, fast; driver makes the measured creates with the operator's QPS and burst.
 	admin, driver client.Client
-	meta          metadata.Interface
-	qps           float32
-	burst         int
-	audit         *auditLog
-	pprofAddr     string
-	summary       *Summary
+	// watcher watches TrainJobs, with the administrator's rates.
+	watcher   client.WithWatch
+	meta      metadata.Interface
+	qps       float32
+	burst     int
+	audit     *auditLog
+	pprofAddr string
+	summary   *Summary
+	// templates are what the operator wrote for a TrainJob of the first A round: B and C rounds copy them.
+	templates *templates
+	// floorWriter writes what the operator would in C rounds, as its ServiceAccount, with floorWorkers workers.
+	floorWriter  client.Client
+	floorWorkers int
+	// cliReady: the CLI's ServiceAccount and kubeconfig exist (cliFlags).
+	cliReady bool
 }
 
 // adminQPS is the client rate of the benchmark's set-up and clean-up, which are not measured.
 const adminQPS = 1000
 
-// run brings the product up on a fresh local cluster, measures, and tears everything down.
-func run(ctx context.Context, k Knobs, w io.Writer) (sum *Summary, err error) {
-	out, err := filepath.Abs(k.Out)
+// run is make bench: the product on a fresh local cluster, measured, and everything torn down.
+func run(ctx context.Context, k Knobs, w io.Writer) (*Summary, error) {
+	s, begin := newSummary(k), time.Now()
+	err := measure(ctx, k, w, s, "", apiProfile(), func(ctx context.Context, b *bench) error {
+		if err := b.idle(ctx); err != nil {
+			return err
+		}
+		for _, step := range []func(context.Context) error{b.throughput, b.latency, b.loaded, b.micro} {
+			if err := step(ctx); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
+	s.Seconds = time.Since(begin).Seconds()
+	s.evaluate()
+	return s, nil
+}
+
+// apiProfile is the cluster of most measurements: the api profile with the JobSet controller and its webhooks
+// (its Jobs get no pods).
+func apiProfile() cluster.Options { return cluster.Options{Profile: cluster.ProfileAPI, JobSet: true} }
+
+// measure brings the product up on a fresh local cluster of opts, whose logs, profiles and files go to the
+// folder sub of the knobs' Out, runs steps, which add to s, and tears everything down.
+func measure(ctx context.Context, k Knobs, w io.Writer, s *Summary, sub string, opts cluster.Options, steps func(context.Context, *bench) error) (err error) {
+	out, err := filepath.Abs(filepath.Join(k.Out, sub))
+	if err != nil {
+		return err
+	}
 	logDir := filepath.Join(out, "logs")
 	if err := os.RemoveAll(logDir); err != nil {
-		return nil, err
+		return err
 	}
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
-		return nil, err
+		return err
 	}
 	// The benchmark's clients log nothing worth reading (a watch it stops is not an error).
 	log.SetLogger(logr.Discard())
 	klog.SetLogger(logr.Discard())
-	b := &bench{k: k, out: out, w: w, summary: newSummary(k)}
+	b := &bench{k: k, out: out, w: w, summary: s}
 	begin := time.Now()
 	b.logf("building the operator (kubectl-trainjob)")
 	if b.binary, err = stack.Binary(ctx, out); err != nil {
-		return nil, err
+		return err
 	}
 	policy := filepath.Join(out, "audit-policy.yaml")
 	if err := os.WriteFile(policy, []byte(auditPolicy), 0o644); err != nil {
-		return nil, err
+		return err
 	}
 	b.audit = &auditLog{path: filepath.Join(logDir, "audit.log")}
-	b.logf("starting the local cluster: api profile, JobSet controller and webhooks, audit log %s", b.audit.path)
-	b.cluster, err = cluster.Start(ctx, cluster.Options{Profile: cluster.ProfileAPI, JobSet: true, LogDir: logDir,
-		APIServerFlags: map[string]string{
-			"audit-policy-file": policy,
-			"audit-log-path":    b.audit.path,
-			"audit-log-format":  "json",
-			"audit-log-mode":    "blocking",
-		}})
+	b.logf("starting the local cluster: %s profile (JobSet: %t), audit log %s", cmp.Or(opts.Profile, cluster.ProfileAPI), opts.JobSet, b.audit.path)
+	opts.LogDir = logDir
+	opts.APIServerFlags = map[string]string{
+		"audit-policy-file": policy,
+		"audit-log-path":    b.audit.path,
+		"audit-log-format":  "json",
+		"audit-log-mode":    "blocking",
+	}
+	b.cluster, err = cluster.Start(ctx, opts)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer func() {
 		if b.stack != nil {
@@ -99,34 +137,20 @@ func run(ctx context.Context, k Knobs, w io.Writer) (sum *Summary, err error) {
 		}
 	}()
 	if b.pprofAddr, err = freeAddr(); err != nil {
-		return nil, err
+		return err
 	}
 	b.logf("starting the operator as its Deployment says, with --pprof-bind-address=%s", b.pprofAddr)
 	b.stack, err = stack.Up(ctx, b.cluster, stack.Options{Binary: b.binary, Dir: filepath.Join(out, "stack"), LogDir: logDir,
 		ExtraArgs: []string{"--pprof-bind-address=" + b.pprofAddr}})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if err := b.clients(); err != nil {
-		return nil, err
+		return err
 	}
 	b.logf("cluster and operator up in %v", time.Since(begin).Round(time.Millisecond))
 
-	if err := b.memory(ctx, "idle", nil); err != nil {
-		return nil, err
-	}
-	if err := b.throughput(ctx); err != nil {
-		return nil, err
-	}
-	if err := b.loaded(ctx); err != nil {
-		return nil, err
-	}
-	if err := b.micro(ctx); err != nil {
-		return nil, err
-	}
-	b.summary.Seconds = time.Since(begin).Seconds()
-	b.summary.evaluate()
-	return b.summary, nil
+	return steps(ctx, b)
 }
 
 // clients makes the benchmark's clients. The operator's user and client rates come from its configuration.
@@ -145,6 +169,9 @@ func (b *bench) clients() error {
 		return err
 	}
 	if b.driver, err = client.New(driver, client.Options{Scheme: scheme.New()}); err != nil {
+		return err
+	}
+	if b.watcher, err = client.NewWithWatch(admin, client.Options{Scheme: scheme.New()}); err != nil {
 		return err
 	}
 	b.meta, err = metadata.NewForConfig(admin)

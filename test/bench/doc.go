@@ -3,10 +3,11 @@
 //
 //  1. Throughput: on the local cluster's api profile with the JobSet controller and its webhooks, the time
 //     from the first create until N JobSets exist, (A) creating N TrainJobs that the operator turns into
-//     JobSets versus (B) creating the same N JobSets directly, with one client setting for every client;
-//     a warm-up, then A B B A on fresh namespaces, each round starting from a quiet cluster, repeated. The operator's writes per TrainJob come from
-//     the API server's audit log filtered by its ServiceAccount user, its failed reconciles from its
-//     metrics.
+//     JobSets versus (B) creating the same N JobSets directly and (C) creating N TrainJobs the operator
+//     leaves alone and writing for each what the operator would (the floor: an operator that cost nothing),
+//     with one client setting for every client; a warm-up, then A B C C B A on fresh namespaces, each round
+//     starting from a quiet cluster, repeated. The operator's writes per TrainJob come from the API
+//     server's audit log filtered by its ServiceAccount user, its failed reconciles from its metrics.
 //  2. Memory: the operator's anonymous and file-backed RSS (/proc/<pid>/status) and Go heap (its metrics)
 //     idle, with TrainJobs, after large unrelated ConfigMaps appear, and after a restart with all of that
 //     present; `go tool pprof -top` of its heap. The targets are on what the operator owns (anonymous RSS);

@@ -3,15 +3,18 @@ package main
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 )
 
 // Knobs size the benchmark; each is read from the environment variable named in its comment.
 type Knobs struct {
 	// N is the number of objects of a throughput round (BENCH_N, default 500).
 	N int
-	// Repeat is the number of A B B A blocks after the warm-up (BENCH_REPEAT, default 5: ten pairs, so that the
-	// median of their ratios moves less with the machine's speed, which drifts by up to a quarter within a run).
+	// Repeat is the number of A B C C B A blocks after the warm-up (BENCH_REPEAT, default 5: ten pairs of each
+	// ratio, so that their medians move less with the machine's speed, which drifts by up to a quarter within a
+	// run).
 	Repeat int
 	// TrainJobs is the number of TrainJobs in the namespace of the memory and CLI measurements
 	// (BENCH_TRAINJOBS, default 1000).
@@ -25,6 +28,18 @@ type Knobs struct {
 	ConfigMapNamespaces int
 	// ConfigMapKiB is the size of each unrelated ConfigMap's data (BENCH_CONFIGMAP_KIB, default 200).
 	ConfigMapKiB int
+	// LatencyRates are the steady loads offered, in TrainJobs a second (BENCH_LATENCY_RATES, default 20,50), each
+	// for LatencySeconds (BENCH_LATENCY_SECONDS, default 60).
+	LatencyRates   []int
+	LatencySeconds int
+	// ScaleTrainJobs and ScaleStep are make bench-scale's numbers of TrainJobs: the operator's memory is
+	// sampled at both, and its heap per TrainJob is the slope between them (BENCH_SCALE_TRAINJOBS, default
+	// 10000; BENCH_SCALE_STEP, default 1000).
+	ScaleTrainJobs int
+	ScaleStep      int
+	// BigNodes is the number of nodes (of 8 GPUs) of make bench-scale's big TrainJob, and of the simulated GPU
+	// nodes it runs on (BENCH_BIG_NODES, default 1024).
+	BigNodes int
 	// CLIRuns is how many times each CLI command is timed (BENCH_CLI_RUNS, default 7).
 	CLIRuns int
 	// MicroCount is the -count of the Build micro-benchmark (BENCH_MICRO_COUNT, default 5), and MicroTime its
@@ -51,6 +66,10 @@ func KnobsFromEnv() (Knobs, error) {
 		{&k.ConfigMapNamespaces, "BENCH_CONFIGMAP_NAMESPACES", 7},
 		{&k.ConfigMapKiB, "BENCH_CONFIGMAP_KIB", 200},
 		{&k.CLIRuns, "BENCH_CLI_RUNS", 7},
+		{&k.LatencySeconds, "BENCH_LATENCY_SECONDS", 60},
+		{&k.ScaleTrainJobs, "BENCH_SCALE_TRAINJOBS", 10000},
+		{&k.ScaleStep, "BENCH_SCALE_STEP", 1000},
+		{&k.BigNodes, "BENCH_BIG_NODES", 1024},
 		{&k.MicroCount, "BENCH_MICRO_COUNT", 5},
 	} {
 		*v.dst = v.def
@@ -63,6 +82,23 @@ func KnobsFromEnv() (Knobs, error) {
 			return k, fmt.Errorf("%s=%q: want a whole number of at least 1 (unset it for the default %d)", v.name, s, v.def)
 		}
 		*v.dst = n
+	}
+	k.LatencyRates = []int{20, 50}
+	if s := os.Getenv("BENCH_LATENCY_RATES"); s != "" {
+		k.LatencyRates = nil
+		for _, f := range strings.Split(s, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				return k, fmt.Errorf("BENCH_LATENCY_RATES=%q: want whole numbers of at least 1, separated by commas (unset it for the default 20,50)", s)
+			}
+			k.LatencyRates = append(k.LatencyRates, n)
+		}
+	}
+	if k.LatencySeconds*slices.Max(k.LatencyRates) > 9999 {
+		return k, fmt.Errorf("BENCH_LATENCY_RATES × BENCH_LATENCY_SECONDS = %d TrainJobs: at most 9999 (their names have 4 digits)", k.LatencySeconds*slices.Max(k.LatencyRates))
+	}
+	if k.ScaleStep >= k.ScaleTrainJobs {
+		return k, fmt.Errorf("BENCH_SCALE_STEP=%d: want fewer than BENCH_SCALE_TRAINJOBS=%d", k.ScaleStep, k.ScaleTrainJobs)
 	}
 	if k.ConfigMapKiB > 1000 {
 		return k, fmt.Errorf("BENCH_CONFIGMAP_KIB=%d: the API server refuses objects over about 1 MiB; use at most 1000", k.ConfigMapKiB)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -10,6 +11,8 @@ import (
 )
 
 func main() {
+	scale := flag.Bool("scale", false, "make bench-scale: the operator's memory at 0, 1 000 and 10 000 TrainJobs, the CLI among them, and a 1024-node TrainJob, instead of make bench")
+	flag.Parse()
 	k, err := KnobsFromEnv()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -17,7 +20,11 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	s, err := run(ctx, k, os.Stderr)
+	measure := run
+	if *scale {
+		measure = runScale
+	}
+	s, err := measure(ctx, k, os.Stderr)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)

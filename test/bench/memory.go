@@ -21,20 +21,29 @@ const (
 // settleTimeout bounds how long the operator may take to settle after a change of the cluster.
 const settleTimeout = 10 * time.Minute
 
-// memory records the operator's resident memory and Go heap now, once it has settled (and ready holds, when given).
-func (b *bench) memory(ctx context.Context, name string, ready func(operatorMetrics) error) error {
+// memory is the operator's resident memory and Go heap now, once it has settled (and ready holds, when given).
+func (b *bench) memory(ctx context.Context, name string, ready func(operatorMetrics) error) (MemorySample, error) {
 	m, err := waitIdle(ctx, b.stack.Operator, settleTimeout, ready)
 	if err != nil {
-		return fmt.Errorf("memory %s: %w", name, err)
+		return MemorySample{}, fmt.Errorf("memory %s: %w", name, err)
 	}
 	anon, file, err := procMemory(b.stack.Operator.PID())
 	if err != nil {
-		return err
+		return MemorySample{}, err
 	}
-	b.summary.Memory = append(b.summary.Memory, MemorySample{Name: name, AnonMiB: anon, FileMiB: file, HeapInuseMiB: m.heapInuseMiB()})
 	b.logf("memory %s: anonymous RSS %.1f MiB, Go heap in use %.1f MiB, file-backed RSS %.1f MiB", name, anon, m.heapInuseMiB(), file)
-	return nil
+	return MemorySample{Name: name, AnonMiB: anon, FileMiB: file, HeapInuseMiB: m.heapInuseMiB()}, nil
 }
+
+// sample adds the operator's memory now to make bench's samples.
+func (b *bench) sample(ctx context.Context, name string, ready func(operatorMetrics) error) error {
+	m, err := b.memory(ctx, name, ready)
+	b.summary.Memory = append(b.summary.Memory, m)
+	return err
+}
+
+// idle is the operator's memory before anything else.
+func (b *bench) idle(ctx context.Context) error { return b.sample(ctx, "idle", nil) }
 
 // loaded fills the cluster step by step: TrainJobs (and suspended ones), then the CLI measurements, then
 // unrelated ConfigMaps, then a restart of the operator; the operator's memory after each step.
@@ -46,7 +55,7 @@ func (b *bench) loaded(ctx context.Context) error {
 		n       int
 		suspend bool
 	}{{trainJobsNamespace, b.k.TrainJobs, false}, {suspendedNamespace, b.k.Suspended, true}} {
-		if err := b.createTrainJobs(ctx, set.ns, set.n, set.suspend); err != nil {
+		if err := b.createTrainJobs(ctx, set.ns, 0, set.n, func(int) bool { return set.suspend }); err != nil {
 			return err
 		}
 	}
@@ -56,7 +65,7 @@ func (b *bench) loaded(ctx context.Context) error {
 		}
 		return nil
 	}
-	if err := b.memory(ctx, fmt.Sprintf("%d TrainJobs", total), cached); err != nil {
+	if err := b.sample(ctx, fmt.Sprintf("%d TrainJobs", total), cached); err != nil {
 		return err
 	}
 
@@ -68,7 +77,7 @@ func (b *bench) loaded(ctx context.Context) error {
 	if err := b.createConfigMaps(ctx); err != nil {
 		return err
 	}
-	if err := b.memory(ctx, fmt.Sprintf("+ %d ConfigMaps", b.k.ConfigMaps), cached); err != nil {
+	if err := b.sample(ctx, fmt.Sprintf("+ %d ConfigMaps", b.k.ConfigMaps), cached); err != nil {
 		return err
 	}
 	top, err := pprofTop(ctx, b.pprofAddr, "heap", filepath.Join(b.out, "operator-heap.pprof"), b.binary)
@@ -84,7 +93,7 @@ func (b *bench) loaded(ctx context.Context) error {
 	if err := b.stack.RestartOperator(ctx); err != nil {
 		return err
 	}
-	if err := b.memory(ctx, "after restart", cached); err != nil {
+	if err := b.sample(ctx, "after restart", cached); err != nil {
 		return err
 	}
 	top, err = pprofTop(ctx, b.pprofAddr, "heap", filepath.Join(b.out, "operator-heap-restarted.pprof"), b.binary)
@@ -110,10 +119,13 @@ func (b *bench) loaded(ctx context.Context) error {
 	return nil
 }
 
-// createTrainJobs creates n TrainJobs in a fresh namespace ns and waits until each has its JobSet.
-func (b *bench) createTrainJobs(ctx context.Context, ns string, n int, suspend bool) error {
-	if err := b.createNamespace(ctx, ns); err != nil {
-		return err
+// createTrainJobs creates the TrainJobs numbered from to to-1 in ns, suspended where suspend says, and waits
+// until ns holds to JobSets. The namespace is created when from is 0.
+func (b *bench) createTrainJobs(ctx context.Context, ns string, from, to int, suspend func(int) bool) error {
+	if from == 0 {
+		if err := b.createNamespace(ctx, ns); err != nil {
+			return err
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, settleTimeout)
 	defer cancel()
@@ -123,9 +135,9 @@ func (b *bench) createTrainJobs(ctx context.Context, ns string, n int, suspend b
 	}
 	created := make(chan error, 1)
 	go func() {
-		created <- createAll(ctx, b.admin, n, func(i int) client.Object { return trainJob(ns, i, suspend) })
+		created <- createAll(ctx, b.admin, to-from, func(i int) client.Object { return trainJob(ns, from+i, suspend(from+i)) }, nil)
 	}()
-	_, _, err = jobSets.until(ctx, n, created)
+	_, _, err = jobSets.until(ctx, to, created)
 	return err
 }
 
@@ -145,5 +157,5 @@ func (b *bench) createConfigMaps(ctx context.Context) error {
 			ObjectMeta: metav1.ObjectMeta{Namespace: names[i%len(names)], Name: fmt.Sprintf("unrelated-%04d", i)},
 			Data:       map[string]string{"data": data},
 		}
-	})
+	}, nil)
 }

@@ -11,10 +11,13 @@ import (
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 )
 
-// microPackage and microBenchmark are the Build phase micro-benchmark of issue "Core".
+// microPackage and microBenchmark are the Build phase micro-benchmark of issue "Core", whose sub-benchmarks
+// microSmall and microLarge build a TrainJob of 64 and of 1024 nodes.
 const (
 	microPackage   = "./pkg/pipeline/plugins/"
 	microBenchmark = "BuildTorch"
+	microSmall     = microBenchmark + "/nodes=64,gpus=8"
+	microLarge     = microBenchmark + "/nodes=1024,gpus=8"
 )
 
 // benchLine is a line of `go test -bench -benchmem` output: the name (sub-benchmarks after a slash), ns/op,
@@ -36,12 +39,14 @@ func (b *bench) micro(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, out)
 	}
-	res, err := parseBench(string(out), microBenchmark)
-	if err != nil {
-		return fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, out)
+	for name, dst := range map[string]*BuildResult{microSmall: &b.summary.Build, microLarge: &b.summary.BuildLarge} {
+		res, err := parseBench(string(out), name)
+		if err != nil {
+			return fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, out)
+		}
+		res.Command = "go " + strings.Join(args, " ")
+		*dst = res
 	}
-	res.Command = "go " + strings.Join(args, " ")
-	b.summary.Build = res
 	return nil
 }
 

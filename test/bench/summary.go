@@ -5,13 +5,12 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
-
-	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/printers"
 )
@@ -23,14 +22,17 @@ type Summary struct {
 	Seconds float64 `json:"seconds"`
 
 	Throughput ThroughputResult `json:"throughput"`
-	Suspended  SuspendedResult  `json:"suspended"`
-	Memory     []MemorySample   `json:"memory"`
-	CLI        CLIResults       `json:"cli"`
-	Build      BuildResult      `json:"build"`
-	Profiles   Profiles         `json:"profiles"`
-	Targets    []Target         `json:"targets"`
-
-	jobSetTemplate *jobsetv1alpha2.JobSet // what B rounds create
+	Latency    []LatencyResult  `json:"latency"`
+	// Scale is make bench-scale's, nil in make bench's summary.
+	Scale      *ScaleResult    `json:"scale,omitempty"`
+	BigJob     *BigJobResult   `json:"bigJob,omitempty"`
+	Suspended  SuspendedResult `json:"suspended"`
+	Memory     []MemorySample  `json:"memory"`
+	CLI        CLIResults      `json:"cli"`
+	Build      BuildResult     `json:"build"`
+	BuildLarge BuildResult     `json:"buildLarge"`
+	Profiles   Profiles        `json:"profiles"`
+	Targets    []Target        `json:"targets"`
 }
 
 // ThroughputResult: seconds from the first create until N JobSets exist, per round.
@@ -42,14 +44,19 @@ type ThroughputResult struct {
 	// ACreated is, per A round, the seconds until the last TrainJob create returned.
 	ACreated []float64 `json:"aCreatedSeconds"`
 	B        []float64 `json:"bSeconds"`
-	// ACPU and BCPU are, per round, the CPU seconds each program of the cluster used during it, by name.
+	// C is the floor: the benchmark writes what the operator would (floor.go).
+	C []float64 `json:"cSeconds"`
+	// ACPU, BCPU and CCPU are, per round, the CPU seconds each program of the cluster used during it, by name.
 	ACPU []map[string]float64 `json:"aCPUSeconds"`
 	BCPU []map[string]float64 `json:"bCPUSeconds"`
-	// ASteal and BSteal are, per round, the CPU seconds the host took from the machine (steal).
+	CCPU []map[string]float64 `json:"cCPUSeconds"`
+	// ASteal, BSteal and CSteal are, per round, the CPU seconds the host took from the machine (steal).
 	ASteal []float64 `json:"aStealSeconds"`
 	BSteal []float64 `json:"bStealSeconds"`
-	// Ratio is A/B of each pair of rounds (A B and B A of every block).
-	Ratio []float64 `json:"ratio"`
+	CSteal []float64 `json:"cStealSeconds"`
+	// Ratio is A/B and RatioC A/C of each pair of rounds (two of each in every block A B C C B A).
+	Ratio  []float64 `json:"ratio"`
+	RatioC []float64 `json:"ratioC"`
 	// The operator's requests per TrainJob over the A rounds, by verb and resource.
 	Writes                  float64            `json:"writesPerTrainJob"`
 	WritesPerTrainJob       map[string]float64 `json:"writesPerTrainJobBy"`
@@ -144,22 +151,52 @@ func (s *Summary) evaluate() {
 	target := func(name string, value, limit float64, unit string) {
 		s.Targets = append(s.Targets, Target{Name: name, Value: value, Limit: limit, Unit: unit, Met: value <= limit})
 	}
-	target("throughput A/B (median of pairs)", median(t.Ratio), 2.5, "×")
-	target("operator writes per TrainJob (objects)", t.Writes, 3, "")
-	target("failed reconciles", t.FailedReconciles, 0, "")
-	target("writes for built suspended TrainJobs on restart", float64(s.Suspended.WritesOnRestart), 0, "")
+	if len(t.A) > 0 {
+		target("throughput A/B (median of pairs)", median(t.Ratio), 2.0, "×")
+		target("operator overhead A/C (median of pairs)", median(t.RatioC), 1.10, "×")
+		target("operator writes per TrainJob (objects)", t.Writes, 3, "")
+		target("failed reconciles", t.FailedReconciles, 0, "")
+	}
+	if len(s.Latency) > 0 {
+		l := s.Latency[0]
+		target(fmt.Sprintf("p99 create → ComponentsCreated=True at %d TrainJobs/s", l.Rate), l.Components.P99, 1, "s")
+	}
 	if len(s.Memory) > memRestarted {
 		loaded := max(s.Memory[memConfigMaps].AnonMiB, s.Memory[memRestarted].AnonMiB)
 		target("anonymous RSS with TrainJobs + ConfigMaps (max of before/after restart)", loaded, 50, "MiB")
 		target("anonymous RSS growth from unrelated ConfigMaps", s.Memory[memConfigMaps].AnonMiB-s.Memory[memTrainJobs].AnonMiB, 5, "MiB")
+		target("writes for built suspended TrainJobs on restart", float64(s.Suspended.WritesOnRestart), 0, "")
+	}
+	if sc := s.Scale; sc != nil && len(sc.Memory) > scaleRestarted {
+		n := s.Knobs.ScaleTrainJobs
+		target(fmt.Sprintf("Go heap per TrainJob (slope %d → %d)", s.Knobs.ScaleStep, n), sc.HeapPerTrainJobKiB, 6, "KiB")
+		target(fmt.Sprintf("anonymous RSS at %d TrainJobs", n), sc.Memory[scaleAll].AnonMiB, 100, "MiB")
+		target("anonymous RSS growth from unrelated ConfigMaps", sc.Memory[scaleConfigMaps].AnonMiB-sc.Memory[scaleAll].AnonMiB, 5, "MiB")
+		target(fmt.Sprintf("writes on restart with %d built TrainJobs", n), float64(sc.WritesOnRestart), 0, "")
+	}
+	if sc := s.Scale; sc != nil && len(sc.ListAll) == 4 {
+		// list -A -o json and kubectl get -A -o json at the step, then at the end: the peak memory one more
+		// TrainJob costs each.
+		perTrainJob := func(i int) float64 {
+			return (sc.ListAll[i+2].MaxRSSMiB - sc.ListAll[i].MaxRSSMiB) * 1024 / float64(s.Knobs.ScaleTrainJobs-s.Knobs.ScaleStep)
+		}
+		target("list -A -o json: peak memory per TrainJob (limit: kubectl get -A -o json's)", perTrainJob(0), math.Round(perTrainJob(1)*100)/100, "KiB")
 	}
 	if len(s.CLI.Commands) == 3 {
 		get, list, status := s.CLI.Commands[0], s.CLI.Commands[1], s.CLI.Commands[2]
 		target("list time / kubectl get time", list.Median/get.Median, 1.2, "×")
 		target("status API requests", float64(status.Requests), 4, "")
 	}
-	target("Build time per op", s.Build.MicrosPerOp, 50, "µs")
-	target("Build allocs per op", s.Build.AllocsPerOp, 300, "")
+	if bj := s.BigJob; bj != nil && len(bj.Commands) == 4 {
+		pods, status, list := bj.Commands[0], bj.Commands[1], bj.Commands[2]
+		target(fmt.Sprintf("%d-node TrainJob: status time / kubectl get pods time", bj.Nodes), status.Median/pods.Median, 1.5, "×")
+		target(fmt.Sprintf("%d-node TrainJob: list time", bj.Nodes), list.Median, 0.5, "s")
+	}
+	if s.Build.Runs > 0 {
+		target("Build time per op", s.Build.MicrosPerOp, 50, "µs")
+		target("Build allocs per op", s.Build.AllocsPerOp, 300, "")
+		target("Build time per op at 1024 nodes", s.BuildLarge.MicrosPerOp, 1000, "µs")
+	}
 }
 
 // Met counts the targets met.
@@ -184,11 +221,75 @@ func (s *Summary) WriteJSON(path string) error {
 	return os.WriteFile(path, append(data, '\n'), 0o644)
 }
 
-// Print writes the tables, as the CLI writes the tables of its screens (plugin/printers: tablewriter, borderless).
+// Print writes the tables of what was measured, as the CLI writes the tables of its screens (plugin/printers:
+// tablewriter, borderless).
 func (s *Summary) Print(w io.Writer) {
+	if len(s.Throughput.A) > 0 {
+		s.printThroughput(w)
+	}
+	f := func(format string, a ...any) string { return fmt.Sprintf(format, a...) }
+	if len(s.Latency) > 0 {
+		tab := printers.NewTable(w, "", "Latency under steady load, per TrainJob", "p50", "p99", "max")
+		for _, l := range s.Latency {
+			row := func(what string, p Percentiles) {
+				tab.Row(f("%d/s for %ds: %s", l.Rate, l.Seconds, what), f("%.3fs", p.P50), f("%.3fs", p.P99), f("%.3fs", p.Max))
+			}
+			row("create → JobSet", l.JobSet)
+			row("create → ComponentsCreated", l.Components)
+			tab.Row(f("%d/s for %ds: latest create sent late by", l.Rate, l.Seconds), f("%.3fs", l.LateSeconds))
+		}
+		flush(w, tab)
+	}
+	printMemory(w, "Operator memory", s.Memory)
+	if sc := s.Scale; sc != nil {
+		printMemory(w, "Operator memory as TrainJobs grow (every other one suspended, all built)", sc.Memory)
+		tab := printers.NewTable(w, "", f("Per TrainJob, slope %d → %d TrainJobs", s.Knobs.ScaleStep, s.Knobs.ScaleTrainJobs), "")
+		tab.Row("Go heap in use", f("%.2f KiB", sc.HeapPerTrainJobKiB))
+		tab.Row("anonymous RSS", f("%.2f KiB", sc.AnonPerTrainJobKiB))
+		tab.Row("operator writes on restart", f("%d", sc.WritesOnRestart), byCount(sc.Writes))
+		flush(w, tab)
+		tab = printers.NewTable(w, "", "Every TrainJob as JSON, one run after a warm-up", "TrainJobs", "time", "peak RSS")
+		for _, m := range sc.ListAll {
+			tab.Row(m.Name, f("%d", m.TrainJobs), f("%.3fs", m.Seconds), f("%.1f MiB", m.MaxRSSMiB))
+		}
+		flush(w, tab)
+	}
+	if bj := s.BigJob; bj != nil {
+		tab := printers.NewTable(w, "", f("One TrainJob of %d nodes × 8 GPUs on %d simulated GPU nodes", bj.Nodes, bj.Nodes), "median", "min", "max", "API requests")
+		tab.Row("create → every pod Running", f("%.1fs", bj.RunningSeconds))
+		for _, c := range bj.Commands {
+			tab.Row(c.Name, f("%.3fs", c.Median), f("%.3fs", minOf(c.Seconds)), f("%.3fs", maxOf(c.Seconds)), f("%d", c.Requests), byCount(c.RequestsBy))
+		}
+		flush(w, tab)
+	}
+	if len(s.CLI.Commands) > 0 {
+		tab := printers.NewTable(w, "", f("CLI, %d TrainJobs in the namespace, %d runs each", s.CLI.TrainJobs, s.CLI.Runs), "median", "min", "max", "API requests")
+		for _, c := range s.CLI.Commands {
+			tab.Row(c.Name, f("%.3fs", c.Median), f("%.3fs", minOf(c.Seconds)), f("%.3fs", maxOf(c.Seconds)), f("%d", c.Requests), byCount(c.RequestsBy))
+		}
+		flush(w, tab)
+	}
+	if s.Build.Runs > 0 {
+		tab := printers.NewTable(w, "", f("Build micro-benchmark (median of %d)", s.Build.Runs), "time", "memory", "allocations")
+		for _, r := range []BuildResult{s.Build, s.BuildLarge} {
+			tab.Row(r.Name, f("%.2f µs/op", r.MicrosPerOp), f("%.0f B/op", r.BytesPerOp), f("%.0f allocs/op", r.AllocsPerOp))
+		}
+		flush(w, tab)
+	}
+
+	met, all := s.Met()
+	tab := printers.NewTable(w, "", f("Target (%d of %d met)", met, all), "value", "target", "met")
+	for _, t := range s.Targets {
+		tab.Row(t.Name, f("%.2f%s", t.Value, t.Unit), f("≤ %g%s", t.Limit, t.Unit), yesNo(t.Met))
+	}
+	flush(w, tab)
+}
+
+// printThroughput writes the throughput table, with the writes on the operator's restart.
+func (s *Summary) printThroughput(w io.Writer) {
 	f := func(format string, a ...any) string { return fmt.Sprintf(format, a...) }
 	t := s.Throughput
-	fmt.Fprintf(w, "\nThroughput: %d JobSets, first create → last JobSet; %d× A B B A after a warm-up; every client QPS %g burst %d\n",
+	fmt.Fprintf(w, "\nThroughput: %d JobSets, first create → last JobSet; %d× A B C C B A after a warm-up; every client QPS %g burst %d\n",
 		t.N, s.Knobs.Repeat, t.QPS, t.Burst)
 	tab := printers.NewTable(w, "", "round", "min", "median", "max")
 	row := func(name, unit string, v []float64) {
@@ -197,12 +298,18 @@ func (s *Summary) Print(w io.Writer) {
 	row("A: TrainJobs, operator makes JobSets", "s", t.A)
 	row("  of which creating the TrainJobs", "s", t.ACreated)
 	row("B: the same JobSets created directly", "s", t.B)
+	row("C: the bench writes what the operator would", "s", t.C)
 	row("A/B, paired", "×", t.Ratio)
-	tab.Row("CPU seconds of a round (median)", "A", "B")
-	for _, name := range cpuPrograms(t.ACPU, t.BCPU) {
-		tab.Row("  "+name, f("%.2f", medianOf(t.ACPU, name)), f("%.2f", medianOf(t.BCPU, name)))
+	row("A/C, paired: the operator's own overhead", "×", t.RatioC)
+	tab.Row("CPU seconds of a round (median)", "A", "B", "C")
+	for _, name := range cpuPrograms(t.ACPU, t.BCPU, t.CCPU) {
+		tab.Row("  "+name, f("%.2f", medianOf(t.ACPU, name)), f("%.2f", medianOf(t.BCPU, name)), f("%.2f", medianOf(t.CCPU, name)))
 	}
-	tab.Row("  taken by the host (steal; max)", f("%.2f (%.2f)", median(t.ASteal), maxOf(t.ASteal)), f("%.2f (%.2f)", median(t.BSteal), maxOf(t.BSteal)))
+	steal := func(v []float64) string { return f("%.2f (%.2f)", median(v), maxOf(v)) }
+	tab.Row("  taken by the host (steal; max)", steal(t.ASteal), steal(t.BSteal), steal(t.CSteal))
+	flush(w, tab)
+
+	tab = printers.NewTable(w, "", "The operator in A rounds", "", "by request")
 	tab.Row("operator writes per TrainJob", f("%.2f", t.Writes), by(t.WritesPerTrainJob))
 	tab.Row("operator Events per TrainJob", f("%.2f", t.Events), by(t.EventsPerTrainJob))
 	tab.Row("operator reads per TrainJob", "", by(t.ReadsPerTrainJob))
@@ -212,27 +319,16 @@ func (s *Summary) Print(w io.Writer) {
 	tab.Row(f("operator writes on restart: %d built suspended TrainJobs", s.Suspended.N), f("%d", s.Suspended.WritesOnRestart), byCount(s.Suspended.Writes))
 	tab.Row(f("operator writes on restart: %d other TrainJobs", s.Suspended.TrainJobs), f("%d", s.Suspended.OtherWritesOnRestart), byCount(s.Suspended.OtherWrites))
 	flush(w, tab)
+}
 
-	tab = printers.NewTable(w, "", "Operator memory", "anonymous RSS", "Go heap in use", "file-backed RSS (shared)")
-	for _, m := range s.Memory {
-		tab.Row(m.Name, f("%.1f MiB", m.AnonMiB), f("%.1f MiB", m.HeapInuseMiB), f("%.1f MiB", m.FileMiB))
+// printMemory writes a table of memory samples, when there are any.
+func printMemory(w io.Writer, title string, samples []MemorySample) {
+	if len(samples) == 0 {
+		return
 	}
-	flush(w, tab)
-
-	tab = printers.NewTable(w, "", f("CLI, %d TrainJobs in the namespace, %d runs each", s.CLI.TrainJobs, s.CLI.Runs), "median", "min", "max", "API requests")
-	for _, c := range s.CLI.Commands {
-		tab.Row(c.Name, f("%.3fs", c.Median), f("%.3fs", minOf(c.Seconds)), f("%.3fs", maxOf(c.Seconds)), f("%d", c.Requests), byCount(c.RequestsBy))
-	}
-	flush(w, tab)
-
-	tab = printers.NewTable(w, "", f("Build micro-benchmark %s (median of %d)", s.Build.Name, s.Build.Runs),
-		f("%.2f µs/op", s.Build.MicrosPerOp), f("%.0f B/op", s.Build.BytesPerOp), f("%.0f allocs/op", s.Build.AllocsPerOp))
-	flush(w, tab)
-
-	met, all := s.Met()
-	tab = printers.NewTable(w, "", f("Target (%d of %d met)", met, all), "value", "target", "met")
-	for _, t := range s.Targets {
-		tab.Row(t.Name, f("%.2f%s", t.Value, t.Unit), f("≤ %g%s", t.Limit, t.Unit), yesNo(t.Met))
+	tab := printers.NewTable(w, "", title, "anonymous RSS", "Go heap in use", "file-backed RSS (shared)")
+	for _, m := range samples {
+		tab.Row(m.Name, fmt.Sprintf("%.1f MiB", m.AnonMiB), fmt.Sprintf("%.1f MiB", m.HeapInuseMiB), fmt.Sprintf("%.1f MiB", m.FileMiB))
 	}
 	flush(w, tab)
 }

@@ -36,12 +36,14 @@ var jobSetGVR = schema.GroupVersionResource{Group: "jobset.x-k8s.io", Version: "
 // roundTimeout bounds one round of n objects: generous, for a machine shared with builds.
 func roundTimeout(n int) time.Duration { return 2*time.Minute + time.Duration(n)*500*time.Millisecond }
 
-// kind of a round: A creates TrainJobs and the operator makes the JobSets, B creates the JobSets.
+// kind of a round: A creates TrainJobs and the operator makes the JobSets, B creates the JobSets, C creates
+// TrainJobs and writes what the operator would (floor.go).
 type kind string
 
 const (
 	kindA kind = "A"
 	kindB kind = "B"
+	kindC kind = "C"
 )
 
 // round is the result of one round.
@@ -57,12 +59,13 @@ type round struct {
 	steal      float64            // CPU seconds the host took from the machine during the round
 }
 
-// throughput runs the warm-up, Repeat blocks of A B B A, and a profiled A round.
+// throughput runs the warm-up, Repeat blocks of A B C C B A, and a profiled A round. Each kind's mean
+// position in a block is the same, so that a machine slowing down or speeding up within a block favours none.
 func (b *bench) throughput(ctx context.Context) error {
 	t := &b.summary.Throughput
 	warm := max(1, b.k.N/5)
-	b.logf("throughput: warm-up, A then B with %d objects (also takes the JobSet B creates from A's)", warm)
-	for _, k := range []kind{kindA, kindB} {
+	b.logf("throughput: warm-up, A, B and C with %d objects (A's first TrainJob gives what B and C write)", warm)
+	for _, k := range []kind{kindA, kindB, kindC} {
 		if _, err := b.round(ctx, k, warm, "bench-warmup-"+strings.ToLower(string(k))); err != nil {
 			return err
 		}
@@ -70,15 +73,16 @@ func (b *bench) throughput(ctx context.Context) error {
 	requests := newOperatorRequests()
 	reconciles := 0.0
 	for r := 1; r <= b.k.Repeat; r++ {
-		var pair [2]float64 // A and B of the current pair
-		for i, k := range []kind{kindA, kindB, kindB, kindA} {
+		var first [2]float64 // A and B of the block's first half
+		for i, k := range []kind{kindA, kindB, kindC, kindC, kindB, kindA} {
 			res, err := b.round(ctx, k, b.k.N, fmt.Sprintf("bench-r%d-%d-%s", r, i+1, strings.ToLower(string(k))))
 			if err != nil {
 				return err
 			}
 			b.logf("  repeat %d %s: %d JobSets in %.2fs (creates returned after %.2fs; %.2f CPU seconds to go quiet before; host took %.2f CPU seconds)",
 				r, k, b.k.N, res.seconds, res.created, res.leftover, res.steal)
-			if k == kindA {
+			switch k {
+			case kindA:
 				t.A = append(t.A, res.seconds)
 				t.ACreated = append(t.ACreated, res.created)
 				t.ACPU = append(t.ACPU, res.cpu)
@@ -86,15 +90,28 @@ func (b *bench) throughput(ctx context.Context) error {
 				requests.add(res.requests)
 				t.FailedReconciles += res.failed
 				reconciles += res.reconciles
-				pair[0] = res.seconds
-			} else {
+			case kindB:
 				t.B = append(t.B, res.seconds)
 				t.BCPU = append(t.BCPU, res.cpu)
 				t.BSteal = append(t.BSteal, res.steal)
-				pair[1] = res.seconds
+			case kindC:
+				t.C = append(t.C, res.seconds)
+				t.CCPU = append(t.CCPU, res.cpu)
+				t.CSteal = append(t.CSteal, res.steal)
 			}
-			if i%2 == 1 { // the second of a pair
-				t.Ratio = append(t.Ratio, pair[0]/pair[1])
+			// Pairs: the first A with the first B and the first C, the last A with the last B and C.
+			switch i {
+			case 0:
+				first[0] = res.seconds
+			case 1:
+				first[1] = res.seconds
+			case 2:
+				t.Ratio = append(t.Ratio, first[0]/first[1])
+				t.RatioC = append(t.RatioC, first[0]/res.seconds)
+			case 5:
+				lastB, lastC := t.B[len(t.B)-1], t.C[len(t.C)-1]
+				t.Ratio = append(t.Ratio, res.seconds/lastB)
+				t.RatioC = append(t.RatioC, res.seconds/lastC)
 			}
 		}
 	}
@@ -153,8 +170,8 @@ func (b *bench) round(ctx context.Context, k kind, n int, ns string) (res round,
 		if before, err = scrape(ctx, b.stack.Operator); err != nil {
 			return res, err
 		}
-	} else if b.summary.jobSetTemplate == nil {
-		return res, errors.New("a B round needs the JobSet of an A round first")
+	} else if b.templates == nil {
+		return res, fmt.Errorf("a %s round needs what the operator wrote in an A round first", k)
 	}
 
 	if res.leftover, err = waitQuiet(ctx, time.Minute); err != nil {
@@ -171,12 +188,14 @@ func (b *bench) round(ctx context.Context, k kind, n int, ns string) (res round,
 	start := time.Now()
 	created := make(chan error, 1)
 	go func() {
-		created <- createAll(ctx, b.driver, n, func(i int) client.Object {
-			if k == kindA {
-				return trainJob(ns, i, false)
-			}
-			return b.jobSet(ns, i)
-		})
+		switch k {
+		case kindA:
+			created <- createAll(ctx, b.driver, n, func(i int) client.Object { return trainJob(ns, i, false) }, nil)
+		case kindB:
+			created <- createAll(ctx, b.driver, n, func(i int) client.Object { return b.jobSet(ns, i) }, nil)
+		case kindC:
+			created <- b.floor(ctx, ns, n)
+		}
 	}()
 	end, createdAt, err := jobSets.until(ctx, n, created)
 	if err != nil {
@@ -190,17 +209,17 @@ func (b *bench) round(ctx context.Context, k kind, n int, ns string) (res round,
 		return res, err
 	}
 	res.steal -= steal
-	if k == kindB {
+	if k != kindA {
 		return res, nil
-	}
-	if b.summary.jobSetTemplate == nil {
-		if err := b.takeTemplate(ctx, ns); err != nil {
-			return res, err
-		}
 	}
 	after, err := waitIdle(ctx, b.stack.Operator, roundTimeout(n), nil)
 	if err != nil {
 		return res, err
+	}
+	if b.templates == nil {
+		if err := b.takeTemplates(ctx, ns); err != nil {
+			return res, err
+		}
 	}
 	res.failed = after.failedReconciles() - before.failedReconciles()
 	res.reconciles = after.reconciles() - before.reconciles()
@@ -213,8 +232,9 @@ func (b *bench) round(ctx context.Context, k kind, n int, ns string) (res round,
 	return res, nil
 }
 
-// createAll creates the n objects that object(i) makes with client c, createWorkers at a time.
-func createAll(ctx context.Context, c client.Client, n int, object func(int) client.Object) error {
+// createAll creates the n objects that object(i) makes with client c, createWorkers at a time, and hands each
+// to created when it is not nil.
+func createAll(ctx context.Context, c client.Client, n int, object func(int) client.Object, created func(client.Object)) error {
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(createWorkers)
 	for i := range n {
@@ -222,6 +242,9 @@ func createAll(ctx context.Context, c client.Client, n int, object func(int) cli
 			obj := object(i)
 			if err := c.Create(ctx, obj); err != nil {
 				return fmt.Errorf("create %T %s/%s: %w", obj, obj.GetNamespace(), obj.GetName(), err)
+			}
+			if created != nil {
+				created(obj)
 			}
 			return nil
 		})
@@ -244,25 +267,9 @@ func trainJob(ns string, i int, suspend bool) *trainer.TrainJob {
 	return tj
 }
 
-// takeTemplate keeps one JobSet the operator built, as what B rounds create.
-func (b *bench) takeTemplate(ctx context.Context, ns string) error {
-	var list jobsetv1alpha2.JobSetList
-	if err := b.admin.List(ctx, &list, client.InNamespace(ns), client.Limit(1)); err != nil {
-		return err
-	}
-	if len(list.Items) == 0 {
-		return fmt.Errorf("no JobSet in %s to copy", ns)
-	}
-	js := list.Items[0].DeepCopy()
-	js.ObjectMeta = metav1.ObjectMeta{Labels: js.Labels, Annotations: js.Annotations}
-	js.Status = jobsetv1alpha2.JobSetStatus{}
-	b.summary.jobSetTemplate = js
-	return nil
-}
-
 // jobSet is the i-th JobSet of a B round: the operator's, without an owner.
 func (b *bench) jobSet(ns string, i int) *jobsetv1alpha2.JobSet {
-	js := b.summary.jobSetTemplate.DeepCopy()
+	js := b.templates.jobSet.DeepCopy()
 	js.Namespace, js.Name = ns, fmt.Sprintf("tj-%04d", i)
 	return js
 }

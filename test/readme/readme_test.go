@@ -110,7 +110,8 @@ var commands = map[string]runBy{
 	"kubectl-trainjob delete too-big": {tests: []string{"test/demo.TestNoWait", "test/e2e.TestDoesNotFitStaysPending"}, verbatim: true},
 
 	// docs/performance.md.
-	"make bench": {tests: []string{"test/bench.TestSmoke"}},
+	"make bench":       {tests: []string{"test/bench.TestSmoke"}},
+	"make bench-scale": {tests: []string{"test/bench.TestScaleSmoke"}},
 }
 
 // outputs maps each command whose output a document shows (in a `console` block) to the golden file the output

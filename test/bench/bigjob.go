@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
+)
+
+// BigJobResult is one TrainJob of BigNodes nodes × 8 GPUs on as many simulated GPU nodes.
+type BigJobResult struct {
+	Nodes int `json:"nodes"`
+	// RunningSeconds is the time from its create until every one of its pods is Running.
+	RunningSeconds float64 `json:"runningSeconds"`
+	// Commands are `kubectl get pods` of its JobSet, and `kubectl trainjob status`, `list` and `logs --rank all`
+	// of it.
+	Commands []CLIResult `json:"commands"`
+}
+
+// The TrainJob of the big job, and its namespace.
+const (
+	bigNamespace = "bench-big"
+	bigName      = "big"
+)
+
+// bigProfile is the cluster of the big job: the full profile with BigNodes GPU nodes, no CPU node, and pods
+// that run until the cluster stops.
+func bigProfile(k Knobs) cluster.Options {
+	return cluster.Options{Profile: cluster.ProfileFull, GPUNodes: k.BigNodes, CPUNodes: -1, PodRunDuration: time.Hour}
+}
+
+// bigJob creates a TrainJob of BigNodes nodes × 8 GPUs, times it until every pod is Running, then times the
+// CLI on it against kubectl.
+func (b *bench) bigJob(ctx context.Context) error {
+	n := b.k.BigNodes
+	res := &BigJobResult{Nodes: n}
+	b.summary.BigJob = res
+	if err := b.createNamespace(ctx, bigNamespace); err != nil {
+		return err
+	}
+	wctx, cancel := context.WithTimeout(ctx, settleTimeout)
+	defer cancel()
+	selector := client.MatchingLabels{"jobset.sigs.k8s.io/jobset-name": bigName}
+	pods, err := b.watcher.Watch(wctx, &corev1.PodList{}, client.InNamespace(bigNamespace), selector)
+	if err != nil {
+		return err
+	}
+	defer pods.Stop()
+	tj := trainJob(bigNamespace, 0, false)
+	tj.Name = bigName
+	tj.Spec.Trainer.NumNodes = ptr.To(int32(n))
+	tj.Spec.Trainer.ResourcesPerNode = &corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}}
+	b.logf("big job: a TrainJob of %d nodes × 8 GPUs on %d simulated GPU nodes", n, n)
+	start := time.Now()
+	if err := b.driver.Create(ctx, tj); err != nil {
+		return err
+	}
+	running := map[string]bool{}
+	for len(running) < n {
+		select {
+		case <-wctx.Done():
+			return fmt.Errorf("%d of %d pods of TrainJob %s Running: %w", len(running), n, bigName, wctx.Err())
+		case ev, ok := <-pods.ResultChan():
+			if !ok || ev.Type == watch.Error {
+				return fmt.Errorf("the watch of the pods of TrainJob %s ended: %v", bigName, ev.Object)
+			}
+			pod, isPod := ev.Object.(*corev1.Pod)
+			switch {
+			case !isPod:
+			case ev.Type != watch.Deleted && pod.Status.Phase == corev1.PodRunning:
+				running[pod.Name] = true
+			default:
+				delete(running, pod.Name)
+			}
+		}
+	}
+	res.RunningSeconds = time.Since(start).Seconds()
+	b.logf("  every pod Running %.1fs after the create", res.RunningSeconds)
+
+	common, err := b.cliFlags(ctx)
+	if err != nil {
+		return err
+	}
+	common = append(common, "-n", bigNamespace)
+	kubectl := filepath.Join(toolsDir(), "kubectl")
+	names := func(what string, want int) func(string) error {
+		return func(stdout string) error {
+			if got := strings.Count(stdout, bigName+"-node-"); got != want {
+				return fmt.Errorf("%d %s, want %d", got, what, want)
+			}
+			return nil
+		}
+	}
+	commands := []cliCommand{
+		{"kubectl get pods -l jobset.sigs.k8s.io/jobset-name=" + bigName, append([]string{kubectl, "get", "pods", "-l", "jobset.sigs.k8s.io/jobset-name=" + bigName}, common...), names("pods", n)},
+		{"kubectl trainjob status " + bigName, append([]string{b.binary, "status", bigName}, common...), func(stdout string) error {
+			if !strings.Contains(stdout, bigName) {
+				return fmt.Errorf("does not name %s", bigName)
+			}
+			return nil
+		}},
+		{"kubectl trainjob list", append([]string{b.binary, "list"}, common...), func(stdout string) error {
+			if strings.Count(stdout, "\n"+bigName+" ") != 1 {
+				return fmt.Errorf("does not list %s once", bigName)
+			}
+			return nil
+		}},
+		// Every rank's log once: each simulated container has one line.
+		{"kubectl trainjob logs " + bigName + " --rank all", append([]string{b.binary, "logs", bigName, "--rank", "all"}, common...), func(stdout string) error {
+			seen := map[string]bool{}
+			for line := range strings.Lines(stdout) {
+				pod, _, _ := strings.Cut(strings.TrimPrefix(line, "["), "/")
+				if seen[pod] {
+					return fmt.Errorf("pod %s's log twice", pod)
+				}
+				seen[pod] = true
+			}
+			return names("logs", n)(stdout)
+		}},
+	}
+	res.Commands, err = b.timeCommands(ctx, commands)
+	return err
+}
