@@ -90,12 +90,13 @@ func (b *bench) floorClient() (client.Client, int, error) {
 	return c, workers, err
 }
 
-// floor creates n TrainJobs of ns that the operator leaves alone, as an A round creates them, and writes for
-// each what the operator would.
-func (b *bench) floor(ctx context.Context, ns string, n int) error {
+// floor creates n TrainJobs of ns that the operator leaves alone, as an A round creates them, reports the end
+// of those creates to created, and writes for each what the operator would.
+func (b *bench) floor(ctx context.Context, ns string, n int, created chan<- error) error {
 	if b.floorWriter == nil {
 		var err error
 		if b.floorWriter, b.floorWorkers, err = b.floorClient(); err != nil {
+			created <- err
 			return err
 		}
 	}
@@ -103,11 +104,13 @@ func (b *bench) floor(ctx context.Context, ns string, n int) error {
 	made := make(chan *trainer.TrainJob, n)
 	g.Go(func() error {
 		defer close(made)
-		return createAll(ctx, b.driver, n, func(i int) client.Object {
+		err := createAll(ctx, b.driver, n, func(i int) client.Object {
 			tj := trainJob(ns, i, false)
 			tj.Spec.ManagedBy = ptr.To(trainer.MultiKueueController)
 			return tj
 		}, func(obj client.Object) { made <- obj.(*trainer.TrainJob) })
+		created <- err
+		return err
 	})
 	for range b.floorWorkers {
 		g.Go(func() error {

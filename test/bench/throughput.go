@@ -186,7 +186,9 @@ func (b *bench) round(ctx context.Context, k kind, n int, ns string) (res round,
 		return res, err
 	}
 	start := time.Now()
-	created := make(chan error, 1)
+	// created reports the end of the round's creates of TrainJobs (A, C) or JobSets (B); floorDone the end of
+	// C's writes after them, which, like the operator's status writes in A, the round does not wait for.
+	created, floorDone := make(chan error, 1), make(chan error, 1)
 	go func() {
 		switch k {
 		case kindA:
@@ -194,10 +196,13 @@ func (b *bench) round(ctx context.Context, k kind, n int, ns string) (res round,
 		case kindB:
 			created <- createAll(ctx, b.driver, n, func(i int) client.Object { return b.jobSet(ns, i) }, nil)
 		case kindC:
-			created <- b.floor(ctx, ns, n)
+			floorDone <- b.floor(ctx, ns, n, created)
 		}
 	}()
 	end, createdAt, err := jobSets.until(ctx, n, created)
+	if k == kindC {
+		err = errors.Join(err, <-floorDone)
+	}
 	if err != nil {
 		return res, fmt.Errorf("round %s (%s, %d objects): %w", ns, k, n, err)
 	}
