@@ -81,13 +81,16 @@ kueue_manifests() {
 	ln -sfn "$dir" "$links/kueue-manifests"
 }
 
-# node_packages: the real node runs Debian's containerd and runc, and kube-proxy drives iptables. They are
-# installed here, at build time, on Linux as root; elsewhere the real node is off and says why.
+# node_packages: the real node runs Debian's containerd and runc, and kube-proxy drives iptables; make
+# bench-scale reads a command's peak memory from GNU time. They are installed here, at build time, on Linux as
+# root; elsewhere the real node is off and says why.
 node_packages() {
 	local missing=() p
 	for p in containerd runc ctr iptables nsenter ip sysctl; do
 		command -v "$p" >/dev/null || missing+=("$p")
 	done
+	# `command -v time` finds bash's keyword, not the program.
+	[[ -x /usr/bin/time ]] || missing+=(time)
 	[[ ${#missing[@]} -eq 0 ]] && return 0
 	if [[ $(uname -s) != Linux || $(id -u) != 0 ]] || ! command -v apt-get >/dev/null; then
 		echo ">> the real node needs ${missing[*]} (not installed: this is not Linux as root with apt-get); the local cluster runs without it" >&2
@@ -95,8 +98,8 @@ node_packages() {
 	fi
 	echo ">> installing Debian's containerd, runc and iptables for the real node (missing: ${missing[*]})" >&2
 	local start=$SECONDS
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq containerd runc iptables iproute2 procps util-linux >/dev/null ||
-		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq containerd runc iptables iproute2 procps util-linux >/dev/null; }
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq containerd runc iptables iproute2 procps util-linux time >/dev/null ||
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq containerd runc iptables iproute2 procps util-linux time >/dev/null; }
 	echo ">> installed them in $((SECONDS - start))s" >&2
 }
 
