@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -24,6 +25,62 @@ type BigJobResult struct {
 	// Commands are `kubectl get pods` of its JobSet, and `kubectl trainjob status`, `list` and `logs --rank all`
 	// of it.
 	Commands []CLIResult `json:"commands"`
+}
+
+// waitRunning returns once n pods of the big TrainJob are Running. It lists them and watches from there, and
+// lists again when the API server ends the watch (it ends watchers that fall behind a burst of pod updates).
+func (b *bench) waitRunning(ctx context.Context, n int) error {
+	selector := client.MatchingLabels{"jobset.sigs.k8s.io/jobset-name": bigName}
+	for {
+		var list corev1.PodList
+		if err := b.admin.List(ctx, &list, client.InNamespace(bigNamespace), selector); err != nil {
+			return err
+		}
+		running := map[string]bool{}
+		for _, pod := range list.Items {
+			running[pod.Name] = pod.Status.Phase == corev1.PodRunning
+		}
+		count := func() int {
+			c := 0
+			for _, r := range running {
+				if r {
+					c++
+				}
+			}
+			return c
+		}
+		if count() >= n {
+			return nil
+		}
+		pods, err := b.watcher.Watch(ctx, &corev1.PodList{}, client.InNamespace(bigNamespace), selector,
+			&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion}})
+		if err != nil {
+			return err
+		}
+		for open := true; open; {
+			select {
+			case <-ctx.Done():
+				pods.Stop()
+				return fmt.Errorf("%d of %d pods of TrainJob %s Running: %w", count(), n, bigName, ctx.Err())
+			case ev, ok := <-pods.ResultChan():
+				pod, isPod := ev.Object.(*corev1.Pod)
+				switch {
+				case !ok || ev.Type == watch.Error:
+					open = false
+				case !isPod:
+				case ev.Type == watch.Deleted:
+					delete(running, pod.Name)
+				default:
+					running[pod.Name] = pod.Status.Phase == corev1.PodRunning
+				}
+				if count() >= n {
+					pods.Stop()
+					return nil
+				}
+			}
+		}
+		pods.Stop()
+	}
 }
 
 // The TrainJob of the big job, and its namespace.
@@ -49,12 +106,6 @@ func (b *bench) bigJob(ctx context.Context) error {
 	}
 	wctx, cancel := context.WithTimeout(ctx, settleTimeout)
 	defer cancel()
-	selector := client.MatchingLabels{"jobset.sigs.k8s.io/jobset-name": bigName}
-	pods, err := b.watcher.Watch(wctx, &corev1.PodList{}, client.InNamespace(bigNamespace), selector)
-	if err != nil {
-		return err
-	}
-	defer pods.Stop()
 	tj := trainJob(bigNamespace, 0, false)
 	tj.Name = bigName
 	tj.Spec.Trainer.NumNodes = ptr.To(int32(n))
@@ -64,24 +115,8 @@ func (b *bench) bigJob(ctx context.Context) error {
 	if err := b.driver.Create(ctx, tj); err != nil {
 		return err
 	}
-	running := map[string]bool{}
-	for len(running) < n {
-		select {
-		case <-wctx.Done():
-			return fmt.Errorf("%d of %d pods of TrainJob %s Running: %w", len(running), n, bigName, wctx.Err())
-		case ev, ok := <-pods.ResultChan():
-			if !ok || ev.Type == watch.Error {
-				return fmt.Errorf("the watch of the pods of TrainJob %s ended: %v", bigName, ev.Object)
-			}
-			pod, isPod := ev.Object.(*corev1.Pod)
-			switch {
-			case !isPod:
-			case ev.Type != watch.Deleted && pod.Status.Phase == corev1.PodRunning:
-				running[pod.Name] = true
-			default:
-				delete(running, pod.Name)
-			}
-		}
+	if err := b.waitRunning(wctx, n); err != nil {
+		return err
 	}
 	res.RunningSeconds = time.Since(start).Seconds()
 	b.logf("  every pod Running %.1fs after the create", res.RunningSeconds)
