@@ -155,6 +155,9 @@ func TestScaleSmoke(t *testing.T) {
 	if len(sc.ListAll) != 4 || slices.ContainsFunc(sc.ListAll, func(m CLIMemory) bool { return m.MaxRSSMiB <= 0 || m.Seconds <= 0 }) {
 		t.Errorf("list -A -o json and kubectl get -A -o json at 4 and 10 TrainJobs: %+v", sc.ListAll)
 	}
+	if !strings.Contains(s.Profiles.Heap, "flat%") {
+		t.Errorf("heap profile with every TrainJob: no pprof -top table:\n%s", s.Profiles.Heap)
+	}
 	if sc.WritesOnRestart != 0 {
 		t.Errorf("%d writes on restart: %v", sc.WritesOnRestart, sc.Writes)
 	}

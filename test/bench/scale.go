@@ -94,6 +94,11 @@ func (b *bench) scale(ctx context.Context) error {
 			return err
 		}
 	}
+	top, err := pprofTop(ctx, b.pprofAddr, "heap", filepath.Join(b.out, "operator-heap.pprof"), b.binary)
+	if err != nil {
+		return err
+	}
+	b.summary.Profiles.Heap = top // with every TrainJob: where the memory per TrainJob goes
 	step, all := res.Memory[scaleStep], res.Memory[scaleAll]
 	added := float64(b.k.ScaleTrainJobs - b.k.ScaleStep)
 	res.HeapPerTrainJobKiB = (all.HeapInuseMiB - step.HeapInuseMiB) * 1024 / added
