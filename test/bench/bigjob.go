@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -126,7 +125,10 @@ func (b *bench) bigJob(ctx context.Context) error {
 		return err
 	}
 	common = append(common, "-n", bigNamespace)
-	kubectl := filepath.Join(toolsDir(), "kubectl")
+	kubectl, err := kubectlPath()
+	if err != nil {
+		return err
+	}
 	names := func(what string, want int) func(string) error {
 		return func(stdout string) error {
 			if got := strings.Count(stdout, bigName+"-node-"); got != want {

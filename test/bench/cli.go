@@ -37,9 +37,9 @@ type cliCommand struct {
 // TrainJobs, interleaved, and counts each one's API requests in the audit log. Every command runs once
 // before, so that the discovery cache (its own folder) is warm, as a user's is.
 func (b *bench) cli(ctx context.Context) error {
-	kubectl := filepath.Join(toolsDir(), "kubectl")
-	if _, err := os.Stat(kubectl); err != nil {
-		return fmt.Errorf("kubectl not found in %s: run `make tools` (or set %s)", toolsDir(), cluster.ToolsEnv)
+	kubectl, err := kubectlPath()
+	if err != nil {
+		return err
 	}
 	common, err := b.cliFlags(ctx)
 	if err != nil {
@@ -170,6 +170,15 @@ func (b *bench) cliServiceAccount(ctx context.Context, kubeconfig string) error 
 		return err
 	}
 	return stack.ServiceAccountKubeconfig(ctx, b.cluster.Config, cliNamespace, cliServiceAccount, kubeconfig)
+}
+
+// kubectlPath is the kubectl that `make tools` built, which every comparison with kubectl runs.
+func kubectlPath() (string, error) {
+	kubectl := filepath.Join(toolsDir(), "kubectl")
+	if _, err := os.Stat(kubectl); err != nil {
+		return "", fmt.Errorf("kubectl not found in %s: run `make tools` (or set %s)", toolsDir(), cluster.ToolsEnv)
+	}
+	return kubectl, nil
 }
 
 // toolsDir is where `make tools` links the local cluster's programs (kubectl among them).

@@ -144,7 +144,10 @@ func (b *bench) listAll(ctx context.Context, n int) error {
 	if err != nil {
 		return err
 	}
-	kubectl := filepath.Join(toolsDir(), "kubectl")
+	kubectl, err := kubectlPath()
+	if err != nil {
+		return err
+	}
 	for _, c := range []struct {
 		name string
 		argv []string
