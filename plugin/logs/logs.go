@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
@@ -192,7 +193,11 @@ func (o *LogsOptions) Complete(f cmdutil.Factory, cmd *cobra.Command, args []str
 	if o.client, err = f.Client(); err != nil {
 		return err
 	}
-	if o.clientset, err = f.KubernetesClientSet(); err != nil {
+	cfg, err := f.ToRESTConfig()
+	if err != nil {
+		return err
+	}
+	if o.clientset, err = logsClientset(cfg); err != nil {
 		return err
 	}
 	if o.kueue, err = kueue.NewClient(f); err != nil {
@@ -461,4 +466,15 @@ func (p *plan) describe() string {
 // podSelector selects the pods of a TrainJob's JobSet.
 func podSelector(name string) string {
 	return labels.Set{jobsetv1alpha2.JobSetNameKey: name}.String()
+}
+
+// logsClientset is the clientset that reads the logs, with no client-side
+// rate limit: --max-log-requests already bounds how many are read at once,
+// and the factory's token bucket on top of it would only make the reads of a
+// TrainJob of many ranks wait on the client, one after another, while the
+// API server idles (it has its own fairness, API Priority and Fairness).
+func logsClientset(cfg *rest.Config) (kubernetes.Interface, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst, cfg.RateLimiter = -1, 0, nil
+	return kubernetes.NewForConfig(cfg)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
 
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
 )
@@ -191,4 +192,24 @@ func errString(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// TestLogsClientsetHasNoRateLimit: the clientset that reads logs is bounded by --max-log-requests alone, not by the
+// factory's token bucket as well, and making it leaves the factory's config as it was.
+func TestLogsClientsetHasNoRateLimit(t *testing.T) {
+	cfg := &rest.Config{Host: "https://example.invalid", QPS: 50, Burst: 100}
+	cs, err := logsClientset(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, ok := cs.CoreV1().RESTClient().(*rest.RESTClient)
+	if !ok {
+		t.Fatalf("the clientset's REST client is a %T", cs.CoreV1().RESTClient())
+	}
+	if limiter := rc.GetRateLimiter(); limiter != nil {
+		t.Errorf("the logs clientset has a rate limiter (%T): reading many ranks would wait on it", limiter)
+	}
+	if cfg.QPS != 50 || cfg.Burst != 100 {
+		t.Errorf("the factory's config changed to QPS %v, burst %d", cfg.QPS, cfg.Burst)
+	}
 }

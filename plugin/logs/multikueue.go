@@ -7,7 +7,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
@@ -90,7 +89,7 @@ func (o *LogsOptions) findCopy(ctx context.Context, tj *trainer.TrainJob) (where
 	if err != nil {
 		return at, err
 	}
-	cs, err := kubernetes.NewForConfig(w.Config)
+	cs, err := logsClientset(w.Config)
 	if err != nil {
 		return at, err
 	}
