@@ -31,12 +31,14 @@ func OwnedObjectMeta(trainJob *trainer.TrainJob, suffix string) metav1.ObjectMet
 // OwnsNamed watches the objects of obj's kind that the TrainJobs own and
 // whose name ends with suffix: those a plugin builds with
 // OwnedObjectMeta(trainJob, suffix), so that one deleted or edited is put
-// back. It caches metadata only (the owner reference and the name are all
-// the watch needs), and other objects of that kind a TrainJob owns do not
-// wake the controller on the plugin's account.
+// back; other objects of that kind a TrainJob owns do not wake the
+// controller on the plugin's account. The watch shares the informer of
+// whole objects that the operator reads them from (it tells drift from
+// their content), rather than adding a metadata-only one: that one would
+// cache each of them a second time.
 func OwnsNamed(obj client.Object, suffix string) ReconcilerBuilder {
 	return func(b *builder.Builder, _ client.Client, _ cache.Cache) *builder.Builder {
-		return Owns(b, obj, builder.OnlyMetadata, builder.WithPredicates(NameSuffix(suffix)))
+		return Owns(b, obj, builder.WithPredicates(NameSuffix(suffix)))
 	}
 }
 

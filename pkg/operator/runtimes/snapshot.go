@@ -77,21 +77,26 @@ func DecodeSnapshot(decoder runtime.Decoder, cm *corev1.ConfigMap, tj *trainer.T
 	return rt, nil
 }
 
-// SharedContents makes the snapshots of one runtime version share one copy
-// of their content in the operator's cache: decoding gives each ConfigMap
-// its own, and the TrainJobs of a runtime all have the same.
+// SharedContents trims the snapshots in the operator's cache: the
+// snapshots of one runtime version share one copy of their content
+// (decoding gives each ConfigMap its own, and the TrainJobs of a runtime all
+// have the same), and what the operator never reads of a snapshot goes.
 type SharedContents struct {
 	contents VersionCache[string, string] // each content, keyed by itself
 }
 
-// Share points cm's content to the copy shared by the snapshots with the
-// same content, when cm is a snapshot. A content not seen before becomes the
-// shared copy.
+// Share trims cm when it is a snapshot: its content becomes the copy shared
+// by the snapshots with the same content (a content not seen before becomes
+// the shared copy), and its labels and annotations go. The operator reads of
+// a snapshot only its name, owner and content (Snapshot), and never writes
+// one again while it exists, so it never compares the rest with what it
+// would build.
 func (s *SharedContents) Share(cm *corev1.ConfigMap) {
 	data, ok := cm.Data[SnapshotKey]
 	if !ok || !strings.HasSuffix(cm.Name, SnapshotSuffix) {
 		return
 	}
+	cm.Labels, cm.Annotations = nil, nil
 	if shared, ok := s.contents.Get(data); ok {
 		cm.Data[SnapshotKey] = shared
 		return

@@ -13,19 +13,22 @@ import (
 // snapshotOf is a snapshot ConfigMap of TrainJob name, with its own copy of content.
 func snapshotOf(name, content string) *corev1.ConfigMap {
 	return &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: name + SnapshotSuffix},
-		Data:       map[string]string{SnapshotKey: strings.Clone(content)},
+		ObjectMeta: metav1.ObjectMeta{Name: name + SnapshotSuffix, Labels: map[string]string{"trainer.kubeflow.org/trainjob-name": name},
+			Annotations: map[string]string{"trainer.kubeflow.org/applied-hash": "0123"}},
+		Data: map[string]string{SnapshotKey: strings.Clone(content)},
 	}
 }
 
 func sameBytes(a, b string) bool { return unsafe.StringData(a) == unsafe.StringData(b) }
 
 // TestSharedContents: snapshots with the same content end up with one copy of it, those with another content
-// keep theirs, other ConfigMaps are left alone, and at most VersionCacheSize contents are kept.
+// keep theirs, snapshots lose their labels and annotations (nobody reads them there), other ConfigMaps are left
+// alone, and at most VersionCacheSize contents are kept.
 func TestSharedContents(t *testing.T) {
 	var s SharedContents
 	a1, a2, b := snapshotOf("a1", "kind: ClusterTrainingRuntime"), snapshotOf("a2", "kind: ClusterTrainingRuntime"), snapshotOf("b", "kind: TrainingRuntime")
-	other := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "hostfile"}, Data: map[string]string{SnapshotKey: "kind: ClusterTrainingRuntime"}}
+	other := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "hostfile", Labels: map[string]string{"trainer.kubeflow.org/trainjob-name": "a1"}},
+		Data: map[string]string{SnapshotKey: "kind: ClusterTrainingRuntime"}}
 	otherData := other.Data[SnapshotKey]
 	for _, cm := range []*corev1.ConfigMap{a1, a2, b, other} {
 		s.Share(cm)
@@ -39,8 +42,13 @@ func TestSharedContents(t *testing.T) {
 	if sameBytes(a1.Data[SnapshotKey], b.Data[SnapshotKey]) {
 		t.Error("snapshots of different contents share one")
 	}
-	if !sameBytes(other.Data[SnapshotKey], otherData) {
-		t.Error("a ConfigMap that is not a snapshot was changed")
+	for _, cm := range []*corev1.ConfigMap{a1, a2, b} {
+		if cm.Labels != nil || cm.Annotations != nil {
+			t.Errorf("snapshot %s keeps labels %v and annotations %v", cm.Name, cm.Labels, cm.Annotations)
+		}
+	}
+	if !sameBytes(other.Data[SnapshotKey], otherData) || len(other.Labels) != 1 {
+		t.Errorf("a ConfigMap that is not a snapshot was changed: %v", other)
 	}
 	for i := range 2 * VersionCacheSize {
 		s.Share(snapshotOf(fmt.Sprint(i), fmt.Sprint("content ", i)))

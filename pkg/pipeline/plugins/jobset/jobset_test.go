@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -867,6 +868,60 @@ volumeClaimPolicies:
 			setDefaults(spec)
 			if diff := cmp.Diff(pipelinetest.Decode[jobsetv1alpha2.JobSetSpec](t, want), spec); diff != "" {
 				t.Errorf("setDefaults (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestStatusOfTheCachedJobSet: the plugin reports the same status from a JobSet as the operator's cache keeps it
+// (TrimForCache) as from the whole JobSet, before and after the JobSet controller reports on it; the cache keeps
+// whether it is suspended and who manages it, and the pod templates go.
+func TestStatusOfTheCachedJobSet(t *testing.T) {
+	whole := func(status jobsetv1alpha2.JobSetStatus) *jobsetv1alpha2.JobSet {
+		template := jobsetv1alpha2.ReplicatedJob{Replicas: 1}
+		template.Template.Spec.Template.Spec.Containers = []corev1.Container{{Name: trainer.Node, Image: "pytorch"}}
+		js := &jobsetv1alpha2.JobSet{
+			ObjectMeta: metav1.ObjectMeta{Name: "alpha", Namespace: "default", OwnerReferences: pipelinetest.ControlledBy("alpha")},
+			Spec:       jobsetv1alpha2.JobSetSpec{Suspend: new(true), ManagedBy: new("trainer.kubeflow.org/trainjob-controller")},
+			Status:     status,
+		}
+		for _, name := range []string{trainer.DatasetInitializerName, trainer.Node} {
+			rj := *template.DeepCopy()
+			rj.Name = name
+			js.Spec.ReplicatedJobs = append(js.Spec.ReplicatedJobs, rj)
+		}
+		return js
+	}
+	for name, status := range map[string]jobsetv1alpha2.JobSetStatus{
+		"not reported on yet": {},
+		"reported on": {ReplicatedJobsStatus: []jobsetv1alpha2.ReplicatedJobStatus{
+			{Name: trainer.Node, Suspended: 1}, {Name: trainer.DatasetInitializerName, Suspended: 1},
+		}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			js := whole(status)
+			cached := js.DeepCopy()
+			(&JobSet{}).TrimForCache(cached)
+			if !equality.Semantic.DeepEqual(cached.Spec.Suspend, js.Spec.Suspend) || !equality.Semantic.DeepEqual(cached.Spec.ManagedBy, js.Spec.ManagedBy) {
+				t.Errorf("the cached JobSet has suspend %v and managedBy %v, want %v and %v",
+					cached.Spec.Suspend, cached.Spec.ManagedBy, *js.Spec.Suspend, *js.Spec.ManagedBy)
+			}
+			for _, rj := range cached.Spec.ReplicatedJobs {
+				if len(rj.Template.Spec.Template.Spec.Containers) > 0 {
+					t.Errorf("the cached JobSet keeps the pod template of %s", rj.Name)
+				}
+			}
+			tj := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Name: "alpha", Namespace: "default", UID: "uid-0001"}}
+			want, err := cluster{objs: []client.Object{js}}.plugin(t).Status(context.Background(), tj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := cluster{objs: []client.Object{cached}}.plugin(t).Status(context.Background(), tj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("Status of the cached JobSet (-of the whole one +of the cached one):\n%s", diff)
 			}
 		})
 	}

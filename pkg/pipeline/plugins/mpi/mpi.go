@@ -260,12 +260,12 @@ func (m *MPI) Build(ctx context.Context, info *pipeline.RuntimeInfo, trainJob *t
 	return append(objs, hostfileConfigMap(info, trainJob)), nil
 }
 
-// sshAuthSecretExists reads only the Secret's metadata: the key material is
-// not needed, and the watch above already caches Secrets as metadata.
+// sshAuthSecretExists tells whether the TrainJob's SSH auth Secret exists.
+// It reads the Secret from the same informer as the watch above and the
+// operator's writes do (a metadata-only read would start a second one).
 func (m *MPI) sshAuthSecretExists(ctx context.Context, trainJob *trainer.TrainJob) (bool, error) {
-	meta := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"}}
 	key := client.ObjectKey{Namespace: trainJob.Namespace, Name: trainJob.Name + SSHAuthSecretSuffix}
-	switch err := pipeline.GetControlled(ctx, m.client, trainJob, key, meta); {
+	switch err := pipeline.GetControlled(ctx, m.client, trainJob, key, &corev1.Secret{}); {
 	case err == nil:
 		return true, nil
 	case apierrors.IsNotFound(err):
