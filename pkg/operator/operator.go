@@ -31,6 +31,8 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/intern"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/apply"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/config"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/controller"
@@ -236,7 +238,25 @@ func (t *trimmer) trimForCache(in any) (any, error) {
 	if annotations := obj.GetAnnotations(); annotations[corev1.LastAppliedConfigAnnotation] != "" {
 		delete(annotations, corev1.LastAppliedConfigAnnotation)
 	}
+	intern.ObjectMeta(obj)
+	if tj, ok := in.(*trainer.TrainJob); ok {
+		internTrainJob(tj)
+	}
 	return in, nil
+}
+
+// internTrainJob interns the strings a TrainJob shares with the other
+// TrainJobs of its runtime (see package intern).
+func internTrainJob(tj *trainer.TrainJob) {
+	ref := &tj.Spec.RuntimeRef
+	ref.Name = intern.String(ref.Name)
+	intern.Pointer(ref.APIGroup)
+	intern.Pointer(ref.Kind)
+	intern.Pointer(tj.Spec.ManagedBy)
+	intern.Conditions(tj.Status.Conditions)
+	for i := range tj.Status.JobsStatus {
+		tj.Status.JobsStatus[i].Name = intern.String(tj.Status.JobsStatus[i].Name)
+	}
 }
 
 // webhooksReady is the readiness check: ready once the certificates exist

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/olekukonko/tablewriter/pkg/twwidth"
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
@@ -148,6 +149,9 @@ func (o *CommandOptions) Run(ctx context.Context, cfg *config.Configuration, res
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ctx = log.IntoContext(ctx, logger)
+	// The operator prints no tables: the text-width cache that tablewriter
+	// (linked in for the CLI) makes for 8192 strings at package init goes.
+	twwidth.SetCacheCapacity(0)
 	op, err := operator.New(ctx, operator.Options{Config: cfg, RESTConfig: restConfig, OutOfTree: o.outOfTree, PprofBindAddress: o.PprofAddress})
 	if err != nil {
 		return err

@@ -156,13 +156,17 @@ func procMemory(pid int) (anon, file float64, err error) {
 
 // pprofTop saves a profile of the operator's (heap or CPU) to path and returns `go tool pprof -top` of it.
 func pprofTop(ctx context.Context, pprofAddr, profile, path string, binary string) (string, error) {
-	data, err := get(ctx, "http://"+pprofAddr+"/debug/pprof/"+profile)
+	url := "http://" + pprofAddr + "/debug/pprof/" + profile
+	args := []string{binary}
+	if profile == "heap" {
+		// The objects live now: without a collection first, the profile is
+		// of the last one, and counts what has become garbage since.
+		url += "?gc=1"
+		args = []string{"-sample_index=inuse_space", binary}
+	}
+	data, err := get(ctx, url)
 	if err != nil {
 		return "", err
-	}
-	args := []string{binary}
-	if strings.HasPrefix(profile, "heap") {
-		args = []string{"-sample_index=inuse_space", binary}
 	}
 	return saveTop(ctx, data, path, args...)
 }

@@ -94,11 +94,6 @@ func (b *bench) scale(ctx context.Context) error {
 			return err
 		}
 	}
-	top, err := pprofTop(ctx, b.pprofAddr, "heap", filepath.Join(b.out, "operator-heap.pprof"), b.binary)
-	if err != nil {
-		return err
-	}
-	b.summary.Profiles.Heap = top // with every TrainJob: where the memory per TrainJob goes
 	step, all := res.Memory[scaleStep], res.Memory[scaleAll]
 	added := float64(b.k.ScaleTrainJobs - b.k.ScaleStep)
 	res.HeapPerTrainJobKiB = (all.HeapInuseMiB - step.HeapInuseMiB) * 1024 / added
@@ -116,6 +111,12 @@ func (b *bench) scale(ctx context.Context) error {
 	if err := sample(fmt.Sprintf("+ %d ConfigMaps", b.k.ConfigMaps)); err != nil {
 		return err
 	}
+	// After the last sample: the profile collects garbage first.
+	top, err := pprofTop(ctx, b.pprofAddr, "heap", filepath.Join(b.out, "operator-heap.pprof"), b.binary)
+	if err != nil {
+		return err
+	}
+	b.summary.Profiles.Heap = top // with every TrainJob: where the memory per TrainJob goes
 
 	b.logf("scale: restarting the operator with all of that present")
 	if _, err := b.audit.next(); err != nil {

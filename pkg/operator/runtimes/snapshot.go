@@ -82,24 +82,33 @@ func DecodeSnapshot(decoder runtime.Decoder, cm *corev1.ConfigMap, tj *trainer.T
 // (decoding gives each ConfigMap its own, and the TrainJobs of a runtime all
 // have the same), and what the operator never reads of a snapshot goes.
 type SharedContents struct {
-	contents VersionCache[string, string] // each content, keyed by itself
+	// contents are the shared data maps of snapshots, keyed by their content.
+	contents VersionCache[string, map[string]string]
 }
 
-// Share trims cm when it is a snapshot: its content becomes the copy shared
-// by the snapshots with the same content (a content not seen before becomes
-// the shared copy), and its labels and annotations go. The operator reads of
-// a snapshot only its name, owner and content (Snapshot), and never writes
-// one again while it exists, so it never compares the rest with what it
-// would build.
+// Share trims cm when it is a snapshot. Its data becomes the map shared by
+// the snapshots with the same content (a content not seen before becomes
+// the shared one): the cache hands out copies and never writes the objects
+// it holds, so they can share a map as they share a string. Its labels and
+// annotations go: the operator reads of a snapshot only its name, owner and
+// content (Snapshot), and never writes one again while it exists, so it
+// never compares the rest with what it would build.
 func (s *SharedContents) Share(cm *corev1.ConfigMap) {
 	data, ok := cm.Data[SnapshotKey]
 	if !ok || !strings.HasSuffix(cm.Name, SnapshotSuffix) {
 		return
 	}
 	cm.Labels, cm.Annotations = nil, nil
-	if shared, ok := s.contents.Get(data); ok {
-		cm.Data[SnapshotKey] = shared
-		return
+	shared, ok := s.contents.Get(data)
+	switch {
+	case !ok && len(cm.Data) == 1:
+		s.contents.Add(data, cm.Data)
+	case !ok:
+		s.contents.Add(data, map[string]string{SnapshotKey: data})
+	case len(cm.Data) == 1:
+		cm.Data = shared
+	default:
+		// Someone added keys: only the content is shared.
+		cm.Data[SnapshotKey] = shared[SnapshotKey]
 	}
-	s.contents.Add(data, data)
 }

@@ -2,6 +2,7 @@ package runtimes
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"unsafe"
@@ -33,8 +34,14 @@ func TestSharedContents(t *testing.T) {
 	for _, cm := range []*corev1.ConfigMap{a1, a2, b, other} {
 		s.Share(cm)
 	}
-	if !sameBytes(a1.Data[SnapshotKey], a2.Data[SnapshotKey]) {
+	if !sameBytes(a1.Data[SnapshotKey], a2.Data[SnapshotKey]) || reflect.ValueOf(a1.Data).UnsafePointer() != reflect.ValueOf(a2.Data).UnsafePointer() {
 		t.Error("two snapshots of the same content keep a copy each")
+	}
+	edited := snapshotOf("a3", "kind: ClusterTrainingRuntime")
+	edited.Data["extra"] = "someone's"
+	s.Share(edited)
+	if !sameBytes(edited.Data[SnapshotKey], a1.Data[SnapshotKey]) || edited.Data["extra"] != "someone's" || len(a1.Data) != 1 {
+		t.Errorf("a snapshot with another key: %v, shared %v", edited.Data, a1.Data)
 	}
 	if a1.Data[SnapshotKey] != "kind: ClusterTrainingRuntime" || b.Data[SnapshotKey] != "kind: TrainingRuntime" {
 		t.Errorf("contents changed: %q, %q", a1.Data[SnapshotKey], b.Data[SnapshotKey])

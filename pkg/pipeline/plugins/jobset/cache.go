@@ -3,6 +3,8 @@ package jobset
 import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/intern"
 )
 
 // TrimForCache drops from a JobSet what the plugin never reads from the
@@ -29,4 +31,11 @@ func (j *JobSet) TrimForCache(obj client.Object) {
 		}
 	}
 	js.Spec = jobsetv1alpha2.JobSetSpec{Suspend: js.Spec.Suspend, ManagedBy: js.Spec.ManagedBy, ReplicatedJobs: jobs}
+	// What every JobSet of a runtime repeats (see package intern).
+	intern.Pointer(js.Spec.ManagedBy)
+	intern.Conditions(js.Status.Conditions)
+	for i := range js.Status.ReplicatedJobsStatus {
+		js.Status.ReplicatedJobsStatus[i].Name = intern.String(js.Status.ReplicatedJobsStatus[i].Name)
+	}
+	js.Status.TerminalState = intern.String(js.Status.TerminalState)
 }
