@@ -75,12 +75,24 @@ func (w *statusWrites) stale(tj *trainer.TrainJob) bool {
 	if ok && from == tj.ResourceVersion {
 		return true
 	}
-	delete(w.from, key)
+	w.forgetLocked(key)
 	return false
 }
 
 func (w *statusWrites) forget(key types.NamespacedName) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.forgetLocked(key)
+}
+
+func (w *statusWrites) forgetLocked(key types.NamespacedName) {
+	if _, ok := w.from[key]; !ok {
+		return
+	}
 	delete(w.from, key)
+	if len(w.from) == 0 {
+		// A Go map never shrinks: the one a burst of status writes grew
+		// goes once they are all seen.
+		w.from = map[types.NamespacedName]string{}
+	}
 }

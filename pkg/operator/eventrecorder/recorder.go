@@ -171,11 +171,25 @@ func (r *Recorder) sweepLocked(now time.Time) {
 		return
 	}
 	r.lastSweep = now
-	for k, s := range r.series {
-		if now.Sub(time.Unix(0, s.last)) > seriesWindow {
-			delete(r.series, k)
+	live := func(s series) bool { return now.Sub(time.Unix(0, s.last)) <= seriesWindow }
+	n := 0
+	for _, s := range r.series {
+		if live(s) {
+			n++
 		}
 	}
+	if n == len(r.series) {
+		return
+	}
+	// Into a map of the survivors' size: a Go map never shrinks, and the
+	// one a burst of Events grew would otherwise stay that large for good.
+	kept := make(map[key]series, n)
+	for k, s := range r.series {
+		if live(s) {
+			kept[k] = s
+		}
+	}
+	r.series = kept
 }
 
 // remembered is how many series the recorder remembers.

@@ -70,8 +70,13 @@ func TestCacheScope(t *testing.T) {
 	if err := op.Cache().List(t.Context(), &list, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)
 	}
+	// As stored: the cache drops the labels of the snapshots it holds.
 	for _, cm := range list.Items {
-		if cm.Labels[apply.TrainJobNameLabel] == "" {
+		stored := &corev1.ConfigMap{}
+		if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(&cm), stored); err != nil {
+			t.Fatal(err)
+		}
+		if stored.Labels[apply.TrainJobNameLabel] == "" {
 			t.Errorf("the cache lists ConfigMap %s", cm.Name)
 		}
 	}
@@ -79,7 +84,8 @@ func TestCacheScope(t *testing.T) {
 
 // TestCacheTrimsJobSets: the operator's cache holds a JobSet without its
 // pod templates (jobset.TrimForCache), what the TrainJob's status needs
-// still there: the replicated jobs' names, spec.suspend and the status.
+// still there: spec.suspend, the status, and the replicated jobs' names
+// until the status lists them.
 func TestCacheTrimsJobSets(t *testing.T) {
 	ns := optest.NewNamespace(t, env.Client)
 	createTrainingRuntime(t, ns, "torch", torchSpec())
@@ -90,11 +96,28 @@ func TestCacheTrimsJobSets(t *testing.T) {
 	if len(stored.Spec.ReplicatedJobs) == 0 || len(stored.Spec.ReplicatedJobs[0].Template.Spec.Template.Spec.Containers) == 0 {
 		t.Fatalf("the stored JobSet has no pod template: %+v", stored.Spec)
 	}
+	var want []string
+	for _, rj := range stored.Spec.ReplicatedJobs {
+		want = append(want, rj.Name)
+	}
+	var cached jobsetv1alpha2.JobSet
+	optest.Eventually(t, "the operator's cache holds the JobSet", func(ctx context.Context) error {
+		return optest.Get(ctx, op.Cache(), key(tj), &cached)
+	})
+	var names []string
+	for _, rj := range cached.Spec.ReplicatedJobs {
+		names = append(names, rj.Name)
+		if !equality.Semantic.DeepEqual(rj.Template, batchv1.JobTemplateSpec{}) {
+			t.Errorf("the cached JobSet keeps the template of %s: %+v", rj.Name, rj.Template)
+		}
+	}
+	if diff := cmp.Diff(want, names); diff != "" {
+		t.Errorf("cached replicated jobs before the JobSet controller reports (-stored +cached):\n%s", diff)
+	}
+
 	setJobSetStatus(t, tj, func(s *jobsetv1alpha2.JobSetStatus) {
 		s.ReplicatedJobsStatus = []jobsetv1alpha2.ReplicatedJobStatus{{Name: trainer.Node, Suspended: 1}}
 	})
-
-	var cached jobsetv1alpha2.JobSet
 	optest.Eventually(t, "the operator's cache holds the JobSet with its status", func(ctx context.Context) error {
 		if err := optest.Get(ctx, op.Cache(), key(tj), &cached); err != nil {
 			return err
@@ -104,19 +127,8 @@ func TestCacheTrimsJobSets(t *testing.T) {
 		}
 		return nil
 	})
-	var names []string
-	for _, rj := range cached.Spec.ReplicatedJobs {
-		names = append(names, rj.Name)
-		if !equality.Semantic.DeepEqual(rj.Template, batchv1.JobTemplateSpec{}) {
-			t.Errorf("the cached JobSet keeps the template of %s: %+v", rj.Name, rj.Template)
-		}
-	}
-	var want []string
-	for _, rj := range stored.Spec.ReplicatedJobs {
-		want = append(want, rj.Name)
-	}
-	if diff := cmp.Diff(want, names); diff != "" {
-		t.Errorf("cached replicated jobs (-stored +cached):\n%s", diff)
+	if len(cached.Spec.ReplicatedJobs) != 0 {
+		t.Errorf("the cached JobSet keeps %d replicated jobs in its spec once its status lists them", len(cached.Spec.ReplicatedJobs))
 	}
 	if !ptr.Deref(cached.Spec.Suspend, false) {
 		t.Error("the cached JobSet lost spec.suspend")
