@@ -169,8 +169,7 @@ func New(ctx context.Context, opts Options) (*Operator, error) {
 	metrics.Register()
 	// The trainjobs gauge counts what the leader's cache holds.
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-		metrics.ServeTrainJobs(ctx, mgr.GetCache())
-		return nil
+		return metrics.ServeTrainJobs(ctx, mgr.GetCache())
 	})); err != nil {
 		return nil, err
 	}

@@ -6,13 +6,15 @@ package metrics
 
 import (
 	"context"
-	"errors"
+	"fmt"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
@@ -87,23 +89,61 @@ func CountBuildError(plugin string) {
 	buildErrors.WithLabelValues(plugin).Inc()
 }
 
-// ServeTrainJobs makes the trainjobs gauge count the TrainJobs that reader
-// lists, until ctx ends. The operator calls it once it leads, with its
-// cache: the gauge is then exact at every scrape and never drifts, and a
-// replica that does not lead reports nothing.
-func ServeTrainJobs(ctx context.Context, reader client.Reader) {
-	src := &source{reader: reader}
+// ServeTrainJobs makes the trainjobs gauge count the TrainJobs of the
+// informer informers has for them, until ctx ends. The operator calls it
+// once it leads, with its cache, so that a replica that does not lead
+// reports nothing. The counts follow the informer's events (the ones it
+// already holds arrive as adds), so a scrape reads a few numbers: listing
+// the cache at each scrape would copy every TrainJob, which at ten thousand
+// of them is megabytes of garbage a scrape.
+func ServeTrainJobs(ctx context.Context, informers cache.Informers) error {
+	informer, err := informers.GetInformer(ctx, &trainer.TrainJob{})
+	if err != nil {
+		return fmt.Errorf("the TrainJob informer: %w", err)
+	}
+	src := &stageCounts{counts: make(map[stage.Stage]int, len(stage.All))}
+	registration, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { src.count(obj, 1) },
+		UpdateFunc: func(old, obj any) { src.count(old, -1); src.count(obj, 1) },
+		DeleteFunc: func(obj any) {
+			if tombstone, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = tombstone.Obj
+			}
+			src.count(obj, -1)
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("counting TrainJobs: %w", err)
+	}
 	trainJobs.src.Store(src)
 	<-ctx.Done()
 	trainJobs.src.CompareAndSwap(src, nil)
+	// The informer may have stopped with the manager already.
+	_ = informer.RemoveEventHandler(registration)
+	return nil
 }
 
-type source struct{ reader client.Reader }
+// stageCounts are the TrainJobs of each stage.
+type stageCounts struct {
+	mu     sync.Mutex
+	counts map[stage.Stage]int
+}
 
-// stageCollector counts TrainJobs by stage when scraped.
+func (c *stageCounts) count(obj any, n int) {
+	tj, ok := obj.(*trainer.TrainJob)
+	if !ok {
+		return
+	}
+	s := stage.Of(tj)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.counts[s] += n
+}
+
+// stageCollector reports the counts of the stageCounts it serves.
 type stageCollector struct {
 	desc *prometheus.Desc
-	src  atomic.Pointer[source]
+	src  atomic.Pointer[stageCounts]
 }
 
 func (c *stageCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
@@ -113,18 +153,9 @@ func (c *stageCollector) Collect(ch chan<- prometheus.Metric) {
 	if src == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	// Read-only: the cached TrainJobs themselves, not a deep copy of each at every scrape.
-	var list trainer.TrainJobList
-	if err := src.reader.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
-		ch <- prometheus.NewInvalidMetric(c.desc, errors.Join(errors.New("list TrainJobs"), err))
-		return
-	}
-	counts := make(map[stage.Stage]int, len(stage.All))
-	for k := range list.Items {
-		counts[stage.Of(&list.Items[k])]++
-	}
+	src.mu.Lock()
+	counts := maps.Clone(src.counts)
+	src.mu.Unlock()
 	for _, s := range stage.All {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(counts[s]), string(s))
 	}

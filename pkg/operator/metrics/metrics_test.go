@@ -3,7 +3,6 @@ package metrics
 import (
 	"context"
 	"errors"
-	"strings"
 	"testing"
 	"time"
 
@@ -13,9 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/cache/informertest"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/scheme"
@@ -108,23 +105,15 @@ func done(typ string) func(*trainer.TrainJob) {
 	}
 }
 
-// TestTrainJobsByStage: the gauge counts the TrainJobs the reader lists, by stage, every stage present;
-// nothing while no reader is served (a replica that does not lead); an invalid metric when the list fails.
+// TestTrainJobsByStage: the gauge counts the TrainJobs of the informer, by stage, every stage present, as they
+// are added, change stage and are deleted; nothing while no informer is served (a replica
+// that does not lead).
 func TestTrainJobsByStage(t *testing.T) {
-	objs := []client.Object{
-		trainJob("pending", func(*trainer.TrainJob) {}),
-		trainJob("suspended", func(tj *trainer.TrainJob) { tj.Spec.Suspend = ptr.To(true) }),
-		trainJob("training", func(tj *trainer.TrainJob) {
-			tj.Status.JobsStatus = []trainer.JobStatus{{Name: trainer.Node, Ready: ptr.To[int32](2)}}
-		}),
-		trainJob("initializing", func(tj *trainer.TrainJob) {
-			tj.Status.JobsStatus = []trainer.JobStatus{{Name: "dataset-initializer", Ready: ptr.To[int32](1)}, {Name: trainer.Node}}
-		}),
-		trainJob("complete-1", done(trainer.TrainJobComplete)),
-		trainJob("complete-2", done(trainer.TrainJobComplete)),
+	informers := &informertest.FakeInformers{Scheme: scheme.New()}
+	informer, err := informers.FakeInformerFor(t.Context(), &trainer.TrainJob{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	reader := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(objs...).Build()
-
 	samples := func() map[string]float64 {
 		t.Helper()
 		got, err := byStage()
@@ -134,41 +123,55 @@ func TestTrainJobsByStage(t *testing.T) {
 		return got
 	}
 	if got := samples(); len(got) != 0 {
-		t.Fatalf("%v before a reader is served, want nothing", got)
+		t.Fatalf("%v before an informer is served, want nothing", got)
 	}
-	serve := func(r client.Reader) context.CancelFunc {
-		ctx, cancel := context.WithCancel(context.Background())
-		stopped := make(chan struct{})
-		go func() { ServeTrainJobs(ctx, r); close(stopped) }()
-		// ServeTrainJobs stores its source, then blocks: wait until the gauge reports.
-		err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-			got, err := byStage()
-			return err != nil || len(got) > 0, nil
-		})
-		if err != nil {
-			t.Fatalf("ServeTrainJobs serves nothing: %v", err)
-		}
-		return func() { cancel(); <-stopped }
+	ctx, cancel := context.WithCancel(t.Context())
+	stopped := make(chan error, 1)
+	go func() { stopped <- ServeTrainJobs(ctx, informers) }()
+	// ServeTrainJobs adds its handler, then blocks: wait until the gauge reports.
+	err = wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		got, err := byStage()
+		return err != nil || len(got) > 0, nil
+	})
+	if err != nil {
+		t.Fatalf("ServeTrainJobs serves nothing: %v", err)
 	}
 
-	stop := serve(reader)
+	pending := trainJob("pending", func(*trainer.TrainJob) {})
+	training := trainJob("training", func(tj *trainer.TrainJob) {
+		tj.Status.JobsStatus = []trainer.JobStatus{{Name: trainer.Node, Ready: ptr.To[int32](2)}}
+	})
+	for _, tj := range []*trainer.TrainJob{
+		pending,
+		trainJob("suspended", func(tj *trainer.TrainJob) { tj.Spec.Suspend = ptr.To(true) }),
+		training,
+		trainJob("initializing", func(tj *trainer.TrainJob) {
+			tj.Status.JobsStatus = []trainer.JobStatus{{Name: "dataset-initializer", Ready: ptr.To[int32](1)}, {Name: trainer.Node}}
+		}),
+		trainJob("complete-1", done(trainer.TrainJobComplete)),
+		trainJob("complete-2", done(trainer.TrainJobComplete)),
+	} {
+		informer.Add(tj)
+	}
 	want := map[string]float64{"Pending": 1, "Suspended": 1, "Initializing": 1, "Training": 1, "Complete": 2, "Failed": 0}
 	if diff := cmp.Diff(want, samples()); diff != "" {
 		t.Errorf("trainjobs by stage (-want +got):\n%s", diff)
 	}
-	stop()
-	if got := samples(); len(got) != 0 {
-		t.Errorf("%v once the reader is no longer served, want nothing", got)
+
+	failed := training.DeepCopy()
+	done(trainer.TrainJobFailed)(failed)
+	informer.Update(training, failed)
+	informer.Delete(pending)
+	want = map[string]float64{"Pending": 0, "Suspended": 1, "Initializing": 1, "Training": 0, "Complete": 2, "Failed": 1}
+	if diff := cmp.Diff(want, samples()); diff != "" {
+		t.Errorf("trainjobs by stage after one failed and one was deleted (-want +got):\n%s", diff)
 	}
 
-	failing := fake.NewClientBuilder().WithScheme(scheme.New()).WithInterceptorFuncs(interceptor.Funcs{
-		List: func(context.Context, client.WithWatch, client.ObjectList, ...client.ListOption) error {
-			return errors.New("cache stopped")
-		},
-	}).Build()
-	stop = serve(failing)
-	defer stop()
-	if got, err := byStage(); err == nil || !strings.Contains(err.Error(), "cache stopped") {
-		t.Errorf("collecting from a failing reader = %v, %v; want the list error", got, err)
+	cancel()
+	if err := <-stopped; err != nil {
+		t.Errorf("ServeTrainJobs: %v", err)
+	}
+	if got := samples(); len(got) != 0 {
+		t.Errorf("%v once the informer is no longer served, want nothing", got)
 	}
 }
