@@ -90,7 +90,7 @@ fuzz: ## Fuzz admission and the Build phase with random TrainJob × runtime pair
 bench: tools ## Performance on the local cluster: throughput against JobSets created directly, writes, operator memory, CLI, Build.
 	go run ./test/bench
 
-# make bench-scale takes about 15 minutes on 2 cores (docs/performance.md); not part of make test.
+# make bench-scale takes about 11 to 15 minutes on 2 cores (docs/performance.md); not part of make test.
 .PHONY: bench-scale
 bench-scale: tools ## The operator's memory at 0, 1 000 and 10 000 TrainJobs, the CLI among them, and a 1024-node TrainJob.
 	go run ./test/bench -scale
