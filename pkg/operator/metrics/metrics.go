@@ -94,8 +94,8 @@ func CountBuildError(plugin string) {
 // once it leads, with its cache, so that a replica that does not lead
 // reports nothing. The counts follow the informer's events (the ones it
 // already holds arrive as adds), so a scrape reads a few numbers: listing
-// the cache at each scrape would copy every TrainJob, which at ten thousand
-// of them is megabytes of garbage a scrape.
+// the cache at each scrape would copy every TrainJob, garbage that grows
+// with the TrainJobs at every scrape.
 func ServeTrainJobs(ctx context.Context, informers cache.Informers) error {
 	informer, err := informers.GetInformer(ctx, &trainer.TrainJob{})
 	if err != nil {
