@@ -8,8 +8,6 @@
 package intern
 
 import (
-	"sync"
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -22,10 +20,7 @@ const (
 	maxLen = 256
 )
 
-var table = struct {
-	sync.RWMutex
-	m map[string]string
-}{m: make(map[string]string)}
+var strs = Table[string, string]{Max: maxStrings}
 
 // String returns the table's copy of s, making s that copy when there is
 // none.
@@ -33,24 +28,10 @@ func String(s string) string {
 	if s == "" || len(s) > maxLen {
 		return s
 	}
-	table.RLock()
-	kept, ok := table.m[s]
-	table.RUnlock()
-	if ok {
+	if kept, ok := strs.Get(s); ok {
 		return kept
 	}
-	table.Lock()
-	defer table.Unlock()
-	if kept, ok := table.m[s]; ok {
-		return kept
-	}
-	if len(table.m) >= maxStrings {
-		for k := range table.m {
-			delete(table.m, k)
-			break
-		}
-	}
-	table.m[s] = s
+	strs.Add(s, s)
 	return s
 }
 

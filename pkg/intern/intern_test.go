@@ -38,11 +38,8 @@ func TestString(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	table.RLock()
-	n := len(table.m)
-	table.RUnlock()
-	if n > maxStrings {
-		t.Errorf("the table holds %d strings, want at most %d", n, maxStrings)
+	if n := strs.Len(); n > maxStrings {
+		t.Errorf("the table holds %d strings, want at most %d", strs.Len(), maxStrings)
 	}
 }
 
