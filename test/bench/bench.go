@@ -214,12 +214,11 @@ func poll(ctx context.Context, what string, interval, timeout time.Duration, con
 	return nil
 }
 
-// freeAddr is a loopback address with a port free now.
+// freeAddr is a loopback address with a port free now and reserved for this process (cluster.FreePort).
 func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := cluster.FreePort()
 	if err != nil {
 		return "", err
 	}
-	defer l.Close()
-	return net.JoinHostPort("127.0.0.1", strconv.Itoa(l.Addr().(*net.TCPAddr).Port)), nil
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), nil
 }

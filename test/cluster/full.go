@@ -41,15 +41,15 @@ var kcmControllers = []string{
 
 // startFull starts the controllers, scheduler and KWOK, creates the fake nodes and waits until all are ready.
 func (c *Cluster) startFull(ctx context.Context) error {
-	kcmPort, err := freePort()
+	kcmPort, err := FreePort()
 	if err != nil {
 		return err
 	}
-	schedulerPort, err := freePort()
+	schedulerPort, err := FreePort()
 	if err != nil {
 		return err
 	}
-	kwokPort, err := freePort()
+	kwokPort, err := FreePort()
 	if err != nil {
 		return err
 	}

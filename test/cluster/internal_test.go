@@ -169,11 +169,11 @@ func TestAlive(t *testing.T) {
 	}
 }
 
-// TestFreePortReserves: a port freePort hands out is below the ephemeral range and reserved for this
+// TestFreePortReserves: a port FreePort hands out is below the ephemeral range and reserved for this
 // process; a reservation of a running process is respected, one of a process that is gone is taken over.
 func TestFreePortReserves(t *testing.T) {
 	portDir = t.TempDir()
-	port, err := freePort()
+	port, err := FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}

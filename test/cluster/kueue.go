@@ -73,7 +73,7 @@ func (c *Cluster) startKueue(ctx context.Context, configDir string) (*process, s
 	if err := c.kueueWebhooks.Install(c.Config); err != nil {
 		return nil, "", fmt.Errorf("install Kueue webhooks: %w", err)
 	}
-	healthPort, err := freePort()
+	healthPort, err := FreePort()
 	if err != nil {
 		return nil, "", err
 	}

@@ -202,8 +202,8 @@ const (
 
 var portDir = filepath.Join(os.TempDir(), "trainjob-ports")
 
-// freePort returns a TCP port on 127.0.0.1, free now and reserved for this process.
-func freePort() (int, error) {
+// FreePort returns a TCP port on 127.0.0.1, free now and reserved for this process.
+func FreePort() (int, error) {
 	if err := os.MkdirAll(portDir, 0o755); err != nil {
 		return 0, err
 	}

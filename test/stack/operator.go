@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -371,16 +370,18 @@ func webhooksAdmit(ctx context.Context, c client.Client) error {
 // operatorPorts are the loopback ports of the operator's servers.
 type operatorPorts struct{ webhook, metrics, health int }
 
-// freeOperatorPorts asks the kernel for three distinct ports free on 127.0.0.1 now.
+// freeOperatorPorts picks three distinct ports for the operator's servers. They come from cluster.FreePort,
+// below the ephemeral range and reserved across this machine's processes: a port the kernel picked for a
+// listener and closed again can go to another process's outgoing connection before the operator binds it,
+// and the operator then exits at start ("address already in use").
 func freeOperatorPorts() (operatorPorts, error) {
 	var ports [3]int
 	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		port, err := cluster.FreePort()
 		if err != nil {
 			return operatorPorts{}, err
 		}
-		defer l.Close()
-		ports[i] = l.Addr().(*net.TCPAddr).Port
+		ports[i] = port
 	}
 	return operatorPorts{webhook: ports[0], metrics: ports[1], health: ports[2]}, nil
 }

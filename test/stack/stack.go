@@ -190,6 +190,8 @@ func (s *Stack) waitReplica(ctx context.Context, i int) error {
 	var last error
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, operatorReadyTimeout, true, func(ctx context.Context) (bool, error) {
 		if err := o.Exited(); err != nil {
+			// The exit is the news: the last probe's failure only says it was not ready yet.
+			last = nil
 			return false, err
 		}
 		if last = o.ready(ctx); last != nil {

@@ -11,7 +11,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -175,22 +174,16 @@ func pickPorts(cfg *config.Configuration) error {
 	return nil
 }
 
-// freePorts asks the kernel for n ports free on 127.0.0.1 now.
+// freePorts picks n ports on 127.0.0.1 with cluster.FreePort: below the kernel's ephemeral range, so no
+// outgoing connection takes one before the operator binds it, and reserved across this machine's processes.
 func freePorts(n int) ([]int, error) {
-	var ports []int
-	var listeners []net.Listener
-	defer func() {
-		for _, l := range listeners {
-			l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports := make([]int, n)
+	for i := range ports {
+		port, err := cluster.FreePort()
 		if err != nil {
 			return nil, err
 		}
-		listeners = append(listeners, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		ports[i] = port
 	}
 	return ports, nil
 }
