@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -189,13 +188,13 @@ func exitedEarly(exited chan error) error {
 	}
 }
 
-// freePort is a local port nothing listens on.
+// freePort is a local port nothing listens on, for port-forward to bind: from cluster.FreePort, below the
+// ephemeral range, so no outgoing connection takes it before port-forward starts.
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := cluster.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return port
 }
