@@ -25,15 +25,24 @@ type runBy struct {
 	verbatim bool
 }
 
-// documents are the files whose commands and example outputs are checked, from the repository's root.
-var documents = []string{
-	"README.md",
-	"CONTRIBUTING.md",
-	"docs/commands.md",
-	"docs/compatibility.md",
-	"docs/install.md",
-	"docs/performance.md",
-	"docs/reliability.md",
+// documents are the files whose commands and example outputs are checked, from the repository's root: the
+// README, CONTRIBUTING.md and every page of docs/, so that a new page cannot be left out.
+var documents = append([]string{"README.md", "CONTRIBUTING.md"}, docsPages()...)
+
+// docsPages are the Markdown files of docs/, from the repository's root.
+func docsPages() []string {
+	root, err := cluster.RepoRoot()
+	if err != nil {
+		panic(err)
+	}
+	pages, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		panic(err)
+	}
+	for i, p := range pages {
+		pages[i] = filepath.ToSlash(strings.TrimPrefix(p, root+string(filepath.Separator)))
+	}
+	return pages
 }
 
 // commands maps each command the documents show to where it runs: the lines of `sh` code blocks, the `$ ` lines
@@ -88,6 +97,16 @@ var commands = map[string]runBy{
 	"kubectl trainjob status second":            {tests: []string{"test/e2e/kueue.TestQueueing/the second waits for GPUs, suspended, and its Workload says why"}},
 	"kubectl trainjob status llama-mk":          {tests: []string{"test/e2e/multikueue.TestDispatch/status and logs read the worker through the management cluster"}},
 	"kubectl trainjob logs llama-mk --rank all": {tests: []string{"test/e2e/multikueue.TestDispatch/status and logs read the worker through the management cluster"}},
+
+	// docs/kueue.md: the local cluster with Kueue.
+	"make dev-cluster KUEUE=1 OPERATOR=1":               {tests: []string{"test/cluster/cmd/dev-cluster.TestMakeDevClusterKueue"}},
+	"export KUBECONFIG=$PWD/bin/dev-cluster/kubeconfig": {tests: []string{"test/cluster/cmd/dev-cluster.TestMakeDevClusterKueue"}},
+	"kubectl trainjob create my-job --runtime torch-distributed --queue gpu --nodes 2 --gpus-per-node 8": {
+		tests: []string{"test/cluster/cmd/dev-cluster.TestMakeDevClusterKueue"}},
+
+	// docs/real-node.md: the demo's CPU TrainJob on the real node.
+	"kubectl trainjob create sgd --runtime torch-distributed --nodes 3 --image trainjob.local/torchtrainer:demo --env TRAINER_STEPS=20 --env TRAINER_STEP_PACE=500ms -- /torchtrainer": {
+		tests: []string{"test/demo.TestNoWait"}},
 
 	// CONTRIBUTING.md.
 	"make test":                     {tests: []string{"test/readme.TestCIRunsMakeTest"}},

@@ -1,7 +1,8 @@
 // Command dev-cluster runs the local cluster's full profile in the foreground for manual work and demos:
 // kube-apiserver, etcd, kube-controller-manager, kube-scheduler, the JobSet controller and KWOK with fake GPU
-// nodes, and where the machine can, the real node. It writes a kubeconfig, prints the line that points kubectl at it, and stops everything on Ctrl-C.
-// `make dev-cluster` builds and runs it.
+// nodes, and where the machine can, the real node; with -operator, the product too (the manifests of
+// config/default and the operator's Deployment run as a process, as `make demo` runs it). It writes a kubeconfig,
+// prints the line that points kubectl at it, and stops everything on Ctrl-C. `make dev-cluster` builds and runs it.
 package main
 
 import (
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
+	"github.com/kubectl-trainjob/kubectl-trainjob/test/stack"
 )
 
 func main() {
@@ -38,6 +40,8 @@ func run() error {
 	images := flag.String("images", "", "comma-separated image archives the real node has from the start (e.g. bin/image/kubectl-trainjob.tar)")
 	flag.BoolVar(&opts.Kueue, "kueue", false, "run Kueue (TrainJob and JobSet integrations) with a ResourceFlavor "+cluster.KueueResourceFlavor+
 		" and a ClusterQueue "+cluster.KueueClusterQueue+" of 16 nvidia.com/gpu; `make dev-cluster KUEUE=1`")
+	operator := flag.String("operator", "", "run the product from this kubectl-trainjob binary: `kustomize build config/default` (CRDs, webhooks, "+
+		"the shipped runtimes) and the operator's Deployment as a process; `make dev-cluster OPERATOR=1`")
 	flag.Parse()
 	switch *realNode {
 	case "auto":
@@ -92,12 +96,25 @@ func run() error {
 		fmt.Printf("Kueue: LocalQueue default/%s feeds ClusterQueue %s (%d nvidia.com/gpu); create TrainJobs with --queue %s\n",
 			cluster.KueueLocalQueue, cluster.KueueClusterQueue, cluster.KueueGPUQuota, cluster.KueueLocalQueue)
 	}
+	var product *stack.Stack
+	if *operator != "" {
+		logf := func(format string, args ...any) { fmt.Printf("operator: "+format+"\n", args...) }
+		if product, err = stack.Up(ctx, c, stack.Options{Binary: *operator, Dir: filepath.Join(abs, "operator"), LogDir: opts.LogDir, Logf: logf}); err != nil {
+			return errors.Join(err, c.Stop())
+		}
+		fmt.Printf("the operator is ready (log: %s); `kubectl trainjob runtimes` lists the runtimes\n", product.Operator.LogPath)
+	}
 	fmt.Printf("export KUBECONFIG=%s\n", kubeconfig)
 	fmt.Println("Ctrl-C stops it.")
 
 	<-ctx.Done()
 	fmt.Println("stopping…")
-	if err := c.Stop(); err != nil {
+	var errs []error
+	if product != nil {
+		errs = append(errs, product.Down())
+	}
+	errs = append(errs, c.Stop())
+	if err := errors.Join(errs...); err != nil {
 		return err
 	}
 	return os.Remove(kubeconfig)
