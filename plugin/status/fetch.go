@@ -45,8 +45,8 @@ type Reader struct {
 // failed and the TrainJob is not Complete, with rd.Logs, two more (fetchFailure): the JobSet, for its failure
 // policy and restarts, and the end of the first failed container's log. At most eleven in all,
 // but for a TrainJob that MultiKueue dispatched to a worker cluster: then, once its Workload names the worker,
-// the worker's MultiKueueCluster and kubeconfig Secret (once per kc) and four or five requests against the
-// worker instead of the nodes (fetchWorker).
+// the worker's MultiKueueCluster and kubeconfig Secret (once per kc) and four to seven requests against the
+// worker instead of the nodes and the failure (fetchWorker).
 func Fetch(ctx context.Context, rd Reader, namespace, name string) (Objects, error) {
 	c, kc := rd.Client, rd.Kueue
 	var (
@@ -97,7 +97,7 @@ func Fetch(ctx context.Context, rd Reader, namespace, name string) (Objects, err
 	if err := errors.Join(nodesErr, queueErr, failureErr); err != nil {
 		return in, err
 	}
-	return in, fetchWorker(ctx, c, kc, &in)
+	return in, fetchWorker(ctx, rd, &in)
 }
 
 // fetchFailure reads, at once, the JobSet of tj (for its failure policy and restarts; nil when it cannot be

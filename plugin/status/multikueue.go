@@ -7,7 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+	"k8s.io/client-go/kubernetes"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/scheme"
@@ -55,9 +55,11 @@ type WorkerObjects struct {
 
 // fetchWorker reads the worker of a dispatched TrainJob whose Workload names one, into in: the worker's
 // MultiKueueCluster and Secret (kc.Worker: two requests, once per Client), then Fetch's four requests (five
-// while a pod is unschedulable) against the worker. A worker that cannot be read is no error: in.Worker
-// says why.
-func fetchWorker(ctx context.Context, c client.Reader, kc *kueue.Client, in *Objects) error {
+// while a pod is unschedulable) against the worker, and, with rd.Logs, when a container failed there, two
+// more: the worker's JobSet and the end of that container's log, which is where the failure's cause is. A
+// worker that cannot be read is no error: in.Worker says why.
+func fetchWorker(ctx context.Context, rd Reader, in *Objects) error {
+	c, kc := rd.Client, rd.Kueue
 	tj, q := in.TrainJob, in.Queue
 	if kc == nil || !kueue.Dispatched(tj) || q == nil || q.Workload == nil || q.Workload.WorkerCluster() == "" {
 		return nil
@@ -79,7 +81,14 @@ func fetchWorker(ctx context.Context, c client.Reader, kc *kueue.Client, in *Obj
 		in.Worker.Unreadable = err.Error()
 		return nil
 	}
-	worker, err := Fetch(ctx, Reader{Client: wc}, tj.Namespace, tj.Name)
+	workerRd := Reader{Client: wc}
+	if rd.Logs != nil {
+		if workerRd.Logs, err = kubernetes.NewForConfig(w.Config); err != nil {
+			in.Worker.Unreadable = err.Error()
+			return nil
+		}
+	}
+	worker, err := Fetch(ctx, workerRd, tj.Namespace, tj.Name)
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil
@@ -89,6 +98,7 @@ func fetchWorker(ctx context.Context, c client.Reader, kc *kueue.Client, in *Obj
 	}
 	in.Worker.TrainJob = worker.TrainJob
 	in.Jobs, in.Pods, in.Nodes = worker.Jobs, worker.Pods, worker.Nodes
+	in.JobSet, in.FailureLog = worker.JobSet, worker.FailureLog
 	in.Events = append(slices.Clip(in.Events), asManagers(worker.Events, worker.TrainJob, tj)...)
 	return nil
 }

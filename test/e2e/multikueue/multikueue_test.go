@@ -154,6 +154,36 @@ func TestDispatch(t *testing.T) {
 		assertGolden(t, "logs-no-secret", normalize(ns, cli(t, "logs", running, "-n", ns, "--as", alice)))
 	})
 
+	t.Run("a container that fails on the worker: status shows its first failure with the end of its log", func(t *testing.T) {
+		var rank0 *corev1.Pod
+		for _, p := range pods(t, suite.worker, ns, running) {
+			if cmp.Or(p.Labels[batchv1.JobCompletionIndexAnnotation], p.Annotations[batchv1.JobCompletionIndexAnnotation]) == "0" {
+				rank0 = &p
+			}
+		}
+		if rank0 == nil {
+			t.Fatalf("no pod of rank 0 of %s on the worker", running)
+		}
+		last := "[rank 0] CUDA error: an illegal memory access was encountered"
+		if err := suite.clusters.Worker.WritePodLog(t.Context(), ns, rank0.Name, trainer.Node, last); err != nil {
+			t.Fatal(err)
+		}
+		if err := suite.clusters.Worker.RestartContainer(t.Context(), ns, rank0.Name, trainer.Node, 137); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "status -o json shows the restart of "+rank0.Name+" as the first failure", func(context.Context) error {
+			f := summary(t, ns, running).FirstFailure
+			if f == nil || f.Pod != rank0.Name || !f.Previous {
+				return fmt.Errorf("first failure %+v", f)
+			}
+			// The log is the worker's, read through MultiKueue's kubeconfig: its previous instance's last line.
+			if f.LogUnavailable != "" || len(f.Log) == 0 || f.Log[len(f.Log)-1] != last {
+				return fmt.Errorf("first failure's log %q (unavailable: %q), want it to end with %q", f.Log, f.LogUnavailable, last)
+			}
+			return nil
+		})
+	})
+
 	t.Run("the other completes on the worker, and its status comes back", func(t *testing.T) {
 		eventually(t, finishing+" Complete on the management cluster and its copy deleted from the worker", func(ctx context.Context) error {
 			if err := managerStage(ctx, ns, finishing, stage.Complete); err != nil {
