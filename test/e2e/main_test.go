@@ -9,12 +9,9 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
-	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -36,70 +33,13 @@ var suite struct {
 }
 
 func TestMain(m *testing.M) {
-	os.Exit(runSuite(m))
-}
-
-func runSuite(m *testing.M) (code int) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	dir, err := os.MkdirTemp("", "trainjob-e2e-")
+	repo, err := cluster.RepoRoot()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	logDir := filepath.Join(dir, "logs")
-	defer func() {
-		if code == 0 {
-			_ = os.RemoveAll(dir)
-		} else {
-			fmt.Fprintf(os.Stderr, "e2e: logs of every component and of the operator kept in %s\n", logDir)
-		}
-	}()
-	fail := func(err error) int {
 		fmt.Fprintf(os.Stderr, "e2e setup: %v\n", err)
-		return 1
+		os.Exit(1)
 	}
-	if suite.repo, err = cluster.RepoRoot(); err != nil {
-		return fail(err)
-	}
-
-	// The binary builds while the cluster starts.
-	begin := time.Now()
-	built := make(chan error, 1)
-	go func() {
-		var err error
-		suite.binary, err = stack.Binary(ctx, dir)
-		built <- err
-	}()
-	c, err := cluster.Start(ctx, cluster.Options{Profile: cluster.ProfileFull, LogDir: logDir})
-	if err != nil {
-		<-built
-		return fail(err)
-	}
-	suite.cluster = c
-	defer func() {
-		if err := c.Stop(); err != nil {
-			fmt.Fprintf(os.Stderr, "e2e: stop the cluster: %v\n", err)
-		}
-	}()
-	fmt.Fprintf(os.Stderr, "e2e: local cluster up in %v\n", time.Since(begin).Round(100*time.Millisecond))
-	if err := <-built; err != nil {
-		return fail(err)
-	}
-	suite.kubeconfig = c.KubeconfigPath
-
-	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "e2e: "+format+"\n", args...) }
-	s, err := stack.Up(ctx, c, stack.Options{Binary: suite.binary, Dir: dir, LogDir: logDir, Logf: logf})
-	if err != nil {
-		c.DumpLogs(os.Stderr, 40)
-		return fail(err)
-	}
-	suite.stack, suite.client = s, s.Client
-	defer func() {
-		if err := s.Down(); err != nil {
-			fmt.Fprintf(os.Stderr, "e2e: stop the operator: %v\n", err)
-		}
-	}()
-	fmt.Fprintf(os.Stderr, "e2e: operator ready %v after start\n", time.Since(begin).Round(100*time.Millisecond))
-	return m.Run()
+	os.Exit(stack.RunSuite(m, "e2e", cluster.Options{Profile: cluster.ProfileFull}, func(s *stack.Suite) {
+		suite.cluster, suite.stack, suite.client = s.Cluster, s.Stack, s.Stack.Client
+		suite.binary, suite.kubeconfig, suite.repo = s.Binary, s.Cluster.KubeconfigPath, repo
+	}))
 }

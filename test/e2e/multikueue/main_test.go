@@ -31,25 +31,13 @@ var suite struct {
 }
 
 func TestMain(m *testing.M) {
-	os.Exit(runSuite(m))
+	os.Exit(stack.InSuiteDir("e2e/multikueue", func(dir, logDir string) int { return runSuite(m, dir, logDir) }))
 }
 
-func runSuite(m *testing.M) (code int) {
+// runSuite starts the two clusters with their operators, in dir, runs m's tests and stops it all.
+func runSuite(m *testing.M, dir, logDir string) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	dir, err := os.MkdirTemp("", "trainjob-e2e-multikueue-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	logDir := filepath.Join(dir, "logs")
-	defer func() {
-		if code == 0 {
-			_ = os.RemoveAll(dir)
-		} else {
-			fmt.Fprintf(os.Stderr, "e2e/multikueue: logs of every component and of the operators kept in %s\n", logDir)
-		}
-	}()
 	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "e2e/multikueue: "+format+"\n", args...) }
 	fail := func(err error) int {
 		logf("setup: %v", err)
@@ -110,7 +98,7 @@ func runSuite(m *testing.M) (code int) {
 		return fail(err)
 	}
 	logf("management and worker clusters connected, each with its operator, in %v", time.Since(begin).Round(100*time.Millisecond))
-	code = m.Run()
+	code := m.Run()
 	if code != 0 {
 		mk.DumpLogs(os.Stderr, 40)
 	}
