@@ -102,16 +102,7 @@ func ServeTrainJobs(ctx context.Context, informers cache.Informers) error {
 		return fmt.Errorf("the TrainJob informer: %w", err)
 	}
 	src := &stageCounts{counts: make(map[stage.Stage]int, len(stage.All))}
-	registration, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { src.count(obj, 1) },
-		UpdateFunc: func(old, obj any) { src.count(old, -1); src.count(obj, 1) },
-		DeleteFunc: func(obj any) {
-			if tombstone, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-				obj = tombstone.Obj
-			}
-			src.count(obj, -1)
-		},
-	})
+	registration, err := informer.AddEventHandler(src.handler())
 	if err != nil {
 		return fmt.Errorf("counting TrainJobs: %w", err)
 	}
@@ -127,6 +118,21 @@ func ServeTrainJobs(ctx context.Context, informers cache.Informers) error {
 type stageCounts struct {
 	mu     sync.Mutex
 	counts map[stage.Stage]int
+}
+
+// handler keeps c in step with an informer's events. A delete the informer learns of only when it lists again
+// (its watch broke meanwhile) comes as a tombstone holding the last state it saw.
+func (c *stageCounts) handler() toolscache.ResourceEventHandlerFuncs {
+	return toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.count(obj, 1) },
+		UpdateFunc: func(old, obj any) { c.count(old, -1); c.count(obj, 1) },
+		DeleteFunc: func(obj any) {
+			if tombstone, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = tombstone.Obj
+			}
+			c.count(obj, -1)
+		},
+	}
 }
 
 func (c *stageCounts) count(obj any, n int) {
