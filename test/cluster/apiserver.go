@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -53,7 +56,19 @@ func (c *Cluster) startAPIServer(ctx context.Context) error {
 			return err
 		}
 	}
+	// The API server's and etcd's client ports from FreePort rather than envtest's picks from the ephemeral
+	// range, which an outgoing connection of any process could take before the program binds it (the API
+	// server takes seconds to).
+	apiPort, err := FreePort()
+	if err != nil {
+		return err
+	}
+	etcdPort, err := FreePort()
+	if err != nil {
+		return err
+	}
 	api := &envtest.APIServer{Path: apiserver, CertDir: certDir, Out: apiLog, Err: apiLog}
+	api.SecureServing.Address, api.SecureServing.Port = "127.0.0.1", strconv.Itoa(apiPort)
 	// KWOK's nodes carry their name as Hostname address too, which does not resolve: reach them by IP.
 	api.Configure().Set("kubelet-preferred-address-types", "InternalIP")
 	if c.opts.RealNode {
@@ -82,7 +97,8 @@ func (c *Cluster) startAPIServer(ctx context.Context) error {
 	c.env = &envtest.Environment{
 		ControlPlane: envtest.ControlPlane{
 			APIServer: api,
-			Etcd:      &envtest.Etcd{Path: etcd, DataDir: dataDir, Out: etcdLog, Err: etcdLog},
+			Etcd: &envtest.Etcd{Path: etcd, DataDir: dataDir, Out: etcdLog, Err: etcdLog,
+				URL: &url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(etcdPort))}},
 		},
 		CRDDirectoryPaths:     c.opts.CRDDirs,
 		CRDs:                  crds,

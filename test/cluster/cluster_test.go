@@ -2,9 +2,11 @@ package cluster_test
 
 import (
 	"context"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -53,6 +55,20 @@ func TestAPIProfile(t *testing.T) {
 	opts := cluster.Options{Profile: cluster.ProfileAPI, CRDDirs: testCRDDirs(t)}
 	c := cluster.StartForTest(t, opts)
 	cl := newClient(t, c)
+
+	// The API server's port is FreePort's: below the ephemeral range, which an outgoing connection of any
+	// process could take before the API server binds it.
+	u, err := url.Parse(c.Config.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := cluster.EphemeralPortsFirst()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if port, err := strconv.Atoi(u.Port()); err != nil || port >= first {
+		t.Errorf("the API server serves on %s: want a port below the ephemeral range, which starts at %d", c.Config.Host, first)
+	}
 
 	want := crdNames(t, opts.CRDDirs)
 	var crds apiextensionsv1.CustomResourceDefinitionList

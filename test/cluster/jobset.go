@@ -35,10 +35,17 @@ func (c *Cluster) startJobSet(configDir string) (*process, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
+	// The port from FreePort, not envtest's pick from the ephemeral range: the controller binds it only once
+	// started, and an outgoing connection of any process could have it by then.
+	port, err := FreePort()
+	if err != nil {
+		return nil, "", err
+	}
 	c.webhooks = &envtest.WebhookInstallOptions{
 		MutatingWebhooks:   mutating,
 		ValidatingWebhooks: validating,
 		LocalServingHost:   "127.0.0.1",
+		LocalServingPort:   port,
 	}
 	// Generates the serving certificate and rewrites every service reference to https://127.0.0.1:<port>/path.
 	if err := c.webhooks.PrepWithoutInstalling(); err != nil {

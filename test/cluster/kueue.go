@@ -56,7 +56,12 @@ func (c *Cluster) startKueue(ctx context.Context, configDir string) (*process, s
 	if err != nil {
 		return nil, "", err
 	}
-	c.kueueWebhooks = &envtest.WebhookInstallOptions{LocalServingHost: "127.0.0.1"}
+	// The port from FreePort, as the JobSet controller's (startJobSet says why).
+	port, err := FreePort()
+	if err != nil {
+		return nil, "", err
+	}
+	c.kueueWebhooks = &envtest.WebhookInstallOptions{LocalServingHost: "127.0.0.1", LocalServingPort: port}
 	for _, wc := range mutating {
 		wc.Name = "kueue-" + wc.Name
 		wc.Webhooks = slices.DeleteFunc(wc.Webhooks, func(w admissionv1.MutatingWebhook) bool { return !inGroups(w.Rules, kueueWebhookGroups) })

@@ -224,6 +224,20 @@ func FreePort() (int, error) {
 	return 0, fmt.Errorf("no free port in %d–%d", portRangeFirst, portRangeLast)
 }
 
+// EphemeralPortsFirst is the first port of the kernel's ephemeral range, from which it hands out the local
+// ports of outgoing connections (and of listeners on port 0); FreePort's ports lie below it.
+func EphemeralPortsFirst() (int, error) {
+	data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0, err
+	}
+	fields := strings.Fields(string(data))
+	if len(fields) != 2 {
+		return 0, fmt.Errorf("ip_local_port_range: %q, want two ports", data)
+	}
+	return strconv.Atoi(fields[0])
+}
+
 // reservePort reserves port for this process unless a running process holds it.
 func reservePort(port int) bool {
 	path := filepath.Join(portDir, strconv.Itoa(port))

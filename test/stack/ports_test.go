@@ -1,10 +1,9 @@
 package stack
 
 import (
-	"os"
-	"strconv"
-	"strings"
 	"testing"
+
+	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 )
 
 // TestOperatorPortsBelowTheEphemeralRange: the operator's ports are picked before it starts and written into
@@ -12,11 +11,7 @@ import (
 // become the local port of any process's outgoing connection, and the operator then exits at start; ports
 // below the range are never handed out that way.
 func TestOperatorPortsBelowTheEphemeralRange(t *testing.T) {
-	data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
-	if err != nil {
-		t.Fatal(err)
-	}
-	first, err := strconv.Atoi(strings.Fields(string(data))[0])
+	first, err := cluster.EphemeralPortsFirst()
 	if err != nil {
 		t.Fatal(err)
 	}
