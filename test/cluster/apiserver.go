@@ -59,14 +59,11 @@ func (c *Cluster) startAPIServer(ctx context.Context) error {
 	// The API server's and etcd's client ports from FreePort rather than envtest's picks from the ephemeral
 	// range, which an outgoing connection of any process could take before the program binds it (the API
 	// server takes seconds to).
-	apiPort, err := FreePort()
+	ports, err := FreePorts(2)
 	if err != nil {
 		return err
 	}
-	etcdPort, err := FreePort()
-	if err != nil {
-		return err
-	}
+	apiPort, etcdPort := ports[0], ports[1]
 	api := &envtest.APIServer{Path: apiserver, CertDir: certDir, Out: apiLog, Err: apiLog}
 	api.SecureServing.Address, api.SecureServing.Port = "127.0.0.1", strconv.Itoa(apiPort)
 	// KWOK's nodes carry their name as Hostname address too, which does not resolve: reach them by IP.

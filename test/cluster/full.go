@@ -41,18 +41,11 @@ var kcmControllers = []string{
 
 // startFull starts the controllers, scheduler and KWOK, creates the fake nodes and waits until all are ready.
 func (c *Cluster) startFull(ctx context.Context) error {
-	kcmPort, err := FreePort()
+	ports, err := FreePorts(3)
 	if err != nil {
 		return err
 	}
-	schedulerPort, err := FreePort()
-	if err != nil {
-		return err
-	}
-	kwokPort, err := FreePort()
-	if err != nil {
-		return err
-	}
+	kcmPort, schedulerPort, kwokPort := ports[0], ports[1], ports[2]
 	configDir := filepath.Join(c.Dir, "config")
 	if err := os.MkdirAll(configDir, 0o755); err != nil {
 		return err

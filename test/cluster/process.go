@@ -224,6 +224,19 @@ func FreePort() (int, error) {
 	return 0, fmt.Errorf("no free port in %d–%d", portRangeFirst, portRangeLast)
 }
 
+// FreePorts returns n distinct ports of FreePort.
+func FreePorts(n int) ([]int, error) {
+	ports := make([]int, n)
+	for i := range ports {
+		port, err := FreePort()
+		if err != nil {
+			return nil, err
+		}
+		ports[i] = port
+	}
+	return ports, nil
+}
+
 // EphemeralPortsFirst is the first port of the kernel's ephemeral range, from which it hands out the local
 // ports of outgoing connections (and of listeners on port 0); FreePort's ports lie below it.
 func EphemeralPortsFirst() (int, error) {

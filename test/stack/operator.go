@@ -370,18 +370,14 @@ func webhooksAdmit(ctx context.Context, c client.Client) error {
 // operatorPorts are the loopback ports of the operator's servers.
 type operatorPorts struct{ webhook, metrics, health int }
 
-// freeOperatorPorts picks three distinct ports for the operator's servers. They come from cluster.FreePort,
+// freeOperatorPorts picks three distinct ports for the operator's servers. They come from cluster.FreePorts,
 // below the ephemeral range and reserved across this machine's processes: a port the kernel picked for a
 // listener and closed again can go to another process's outgoing connection before the operator binds it,
 // and the operator then exits at start ("address already in use").
 func freeOperatorPorts() (operatorPorts, error) {
-	var ports [3]int
-	for i := range ports {
-		port, err := cluster.FreePort()
-		if err != nil {
-			return operatorPorts{}, err
-		}
-		ports[i] = port
+	ports, err := cluster.FreePorts(3)
+	if err != nil {
+		return operatorPorts{}, err
 	}
 	return operatorPorts{webhook: ports[0], metrics: ports[1], health: ports[2]}, nil
 }

@@ -161,9 +161,9 @@ func InProcess(cfg *config.Configuration, dir string) error {
 	return cfg.Validate()
 }
 
-// pickPorts gives every server of cfg a port free on 127.0.0.1 now.
+// pickPorts gives every server of cfg a port of cluster.FreePorts: free on 127.0.0.1, below the ephemeral range.
 func pickPorts(cfg *config.Configuration) error {
-	ports, err := freePorts(4)
+	ports, err := cluster.FreePorts(4)
 	if err != nil {
 		return err
 	}
@@ -172,20 +172,6 @@ func pickPorts(cfg *config.Configuration) error {
 	cfg.Webhook.Host, cfg.Webhook.Port = "127.0.0.1", ptr.To(int32(ports[2]))
 	cfg.StatusServer.Port = ptr.To(int32(ports[3]))
 	return nil
-}
-
-// freePorts picks n ports on 127.0.0.1 with cluster.FreePort: below the kernel's ephemeral range, so no
-// outgoing connection takes one before the operator binds it, and reserved across this machine's processes.
-func freePorts(n int) ([]int, error) {
-	ports := make([]int, n)
-	for i := range ports {
-		port, err := cluster.FreePort()
-		if err != nil {
-			return nil, err
-		}
-		ports[i] = port
-	}
-	return ports, nil
 }
 
 // Operator is an operator running in the test process.
