@@ -81,56 +81,10 @@ func New(ctx context.Context, opts Options) (*Operator, error) {
 	restConfig.QPS = ptr.Deref(cfg.ClientConnection.QPS, config.DefaultQPS)
 	restConfig.Burst = int(ptr.Deref(cfg.ClientConnection.Burst, config.DefaultBurst))
 
-	le := cfg.LeaderElection
 	webhooksOn := ptr.Deref(cfg.Webhook.Enable, true)
 	// The cache starts with the manager, once the framework exists.
 	trim := &trimmer{snapshots: &runtimes.SharedContents{}}
-	mgr, err := manager.New(restConfig, manager.Options{
-		Scheme: scheme.New(),
-		Cache:  cacheOptions(cfg, trim.trimForCache),
-		Metrics: metricsserver.Options{
-			BindAddress:   cfg.Metrics.BindAddress,
-			SecureServing: ptr.Deref(cfg.Metrics.SecureServing, true),
-			// Only who the API server says may get /metrics reads it
-			// (ClusterRole kubectl-trainjob-metrics-reader): a bearer token,
-			// reviewed with a TokenReview and a SubjectAccessReview.
-			FilterProvider: filters.WithAuthenticationAndAuthorization,
-			// Served uncompressed: the gzip writers promhttp pools between
-			// scrapes stay in the heap for the operator's whole life, to
-			// spare a scraper, usually next to it in the cluster, a little
-			// network.
-			HandlerOpts: []func(*promhttp.HandlerOpts){func(o *promhttp.HandlerOpts) { o.DisableCompression = true }},
-		},
-		PprofBindAddress:              opts.PprofBindAddress,
-		HealthProbeBindAddress:        cfg.Health.HealthProbeBindAddress,
-		ReadinessEndpointName:         "/" + cfg.Health.ReadinessEndpointName,
-		LivenessEndpointName:          "/" + cfg.Health.LivenessEndpointName,
-		LeaderElection:                ptr.Deref(le.LeaderElect, true),
-		LeaderElectionResourceLock:    le.ResourceLock,
-		LeaderElectionID:              le.ResourceName,
-		LeaderElectionNamespace:       le.ResourceNamespace,
-		LeaderElectionReleaseOnCancel: true,
-		LeaseDuration:                 &le.LeaseDuration.Duration,
-		RenewDeadline:                 &le.RenewDeadline.Duration,
-		RetryPeriod:                   &le.RetryPeriod.Duration,
-		WebhookServer: crwebhook.NewServer(crwebhook.Options{
-			Host:    cfg.Webhook.Host,
-			Port:    int(ptr.Deref(cfg.Webhook.Port, config.DefaultWebhookPort)),
-			CertDir: cfg.Webhook.CertDir,
-		}),
-		Controller: crconfig.Controller{
-			GroupKindConcurrency: cfg.Controller.GroupKindConcurrency,
-			// Names are fixed, and each manager registers each controller
-			// once; the process-wide uniqueness check would only forbid
-			// running two operators in one process, as tests do.
-			SkipNameValidation: ptr.To(true),
-			// A replica that does not lead fills its caches all the same,
-			// so that when the leader dies the next one reconciles as soon
-			// as it takes the Lease, not after listing every TrainJob and
-			// child first.
-			EnableWarmup: ptr.To(ptr.Deref(cfg.Controller.Warmup, true)),
-		},
-	})
+	mgr, err := manager.New(restConfig, managerOptions(cfg, opts.PprofBindAddress, trim.trimForCache))
 	if err != nil {
 		return nil, fmt.Errorf("controller manager: %w", err)
 	}
@@ -184,6 +138,59 @@ func New(ctx context.Context, opts Options) (*Operator, error) {
 		return nil, err
 	}
 	return o, nil
+}
+
+// managerOptions are the controller manager's options: its cache (scoped by
+// cacheOptions, transform on the way in), metrics, probes, leader election,
+// webhook server and controllers, all from cfg.
+func managerOptions(cfg *config.Configuration, pprofBindAddress string, transform toolscache.TransformFunc) manager.Options {
+	le := cfg.LeaderElection
+	return manager.Options{
+		Scheme: scheme.New(),
+		Cache:  cacheOptions(cfg, transform),
+		Metrics: metricsserver.Options{
+			BindAddress:   cfg.Metrics.BindAddress,
+			SecureServing: ptr.Deref(cfg.Metrics.SecureServing, true),
+			// Only who the API server says may get /metrics reads it
+			// (ClusterRole kubectl-trainjob-metrics-reader): a bearer token,
+			// reviewed with a TokenReview and a SubjectAccessReview.
+			FilterProvider: filters.WithAuthenticationAndAuthorization,
+			// Served uncompressed: the gzip writers promhttp pools between
+			// scrapes stay in the heap for the operator's whole life, to
+			// spare a scraper, usually next to it in the cluster, a little
+			// network.
+			HandlerOpts: []func(*promhttp.HandlerOpts){func(o *promhttp.HandlerOpts) { o.DisableCompression = true }},
+		},
+		PprofBindAddress:              pprofBindAddress,
+		HealthProbeBindAddress:        cfg.Health.HealthProbeBindAddress,
+		ReadinessEndpointName:         "/" + cfg.Health.ReadinessEndpointName,
+		LivenessEndpointName:          "/" + cfg.Health.LivenessEndpointName,
+		LeaderElection:                ptr.Deref(le.LeaderElect, true),
+		LeaderElectionResourceLock:    le.ResourceLock,
+		LeaderElectionID:              le.ResourceName,
+		LeaderElectionNamespace:       le.ResourceNamespace,
+		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &le.LeaseDuration.Duration,
+		RenewDeadline:                 &le.RenewDeadline.Duration,
+		RetryPeriod:                   &le.RetryPeriod.Duration,
+		WebhookServer: crwebhook.NewServer(crwebhook.Options{
+			Host:    cfg.Webhook.Host,
+			Port:    int(ptr.Deref(cfg.Webhook.Port, config.DefaultWebhookPort)),
+			CertDir: cfg.Webhook.CertDir,
+		}),
+		Controller: crconfig.Controller{
+			GroupKindConcurrency: cfg.Controller.GroupKindConcurrency,
+			// Names are fixed, and each manager registers each controller
+			// once; the process-wide uniqueness check would only forbid
+			// running two operators in one process, as tests do.
+			SkipNameValidation: ptr.To(true),
+			// A replica that does not lead fills its caches all the same,
+			// so that when the leader dies the next one reconciles as soon
+			// as it takes the Lease, not after listing every TrainJob and
+			// child first.
+			EnableWarmup: ptr.To(ptr.Deref(cfg.Controller.Warmup, true)),
+		},
+	}
 }
 
 // cacheOptions scope the cache to what the operator owns: ConfigMaps and
