@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/rest"
@@ -227,6 +228,9 @@ type trimmer struct {
 // never read there (JobSets' pod templates). Runtime snapshots of the same
 // content share it.
 func (t *trimmer) trimForCache(in any) (any, error) {
+	if standIn := standInForForeign(in); standIn != nil {
+		return standIn, nil
+	}
 	if cm, ok := in.(*corev1.ConfigMap); ok {
 		t.snapshots.Share(cm)
 	}
@@ -249,6 +253,45 @@ func (t *trimmer) trimForCache(in any) (any, error) {
 		internTrainJob(tj)
 	}
 	return in, nil
+}
+
+// standInForForeign is what the cache keeps of a ConfigMap or Secret that
+// carries the TrainJob name label but that no TrainJob controls: anyone
+// who may write ConfigMaps in a namespace can set the label, and the cache
+// would hold each such object whole, a megabyte each, on every replica,
+// until the operator ran out of memory and the webhooks with it. The
+// stand-in keeps what tells the readers that the object exists and is
+// not theirs (its name, UID, resourceVersion, controller) and nothing
+// its writer chose the size of. It is nil for every other object, which
+// the cache keeps as trimmed below. (An informer cannot leave an object
+// out: its transform returns one for every object listed or watched.)
+func standInForForeign(in any) client.Object {
+	var obj, standIn client.Object
+	switch in := in.(type) {
+	case *corev1.ConfigMap:
+		obj, standIn = in, &corev1.ConfigMap{TypeMeta: in.TypeMeta}
+	case *corev1.Secret:
+		obj, standIn = in, &corev1.Secret{TypeMeta: in.TypeMeta}
+	default:
+		return nil
+	}
+	if pipeline.TrainJobController(obj) != nil {
+		return nil
+	}
+	standIn.SetNamespace(obj.GetNamespace())
+	standIn.SetName(obj.GetName())
+	standIn.SetUID(obj.GetUID())
+	standIn.SetResourceVersion(obj.GetResourceVersion())
+	standIn.SetCreationTimestamp(obj.GetCreationTimestamp())
+	standIn.SetDeletionTimestamp(obj.GetDeletionTimestamp())
+	if ref := metav1.GetControllerOfNoCopy(obj); ref != nil {
+		standIn.SetOwnerReferences([]metav1.OwnerReference{*ref})
+	}
+	if name, ok := obj.GetLabels()[apply.TrainJobNameLabel]; ok {
+		standIn.SetLabels(map[string]string{apply.TrainJobNameLabel: name})
+	}
+	intern.ObjectMeta(standIn)
+	return standIn
 }
 
 // internTrainJob interns the strings a TrainJob shares with the other

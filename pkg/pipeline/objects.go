@@ -58,6 +58,16 @@ func Owns(b *builder.Builder, obj client.Object, opts ...builder.WatchesOption) 
 // ControllingTrainJob is the request for the TrainJob that controls obj,
 // if one does.
 func ControllingTrainJob(_ context.Context, obj client.Object) []reconcile.Request {
+	ref := TrainJobController(obj)
+	if ref == nil {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: ref.Name}}}
+}
+
+// TrainJobController is obj's controller reference when it names a
+// TrainJob (of any version), else nil.
+func TrainJobController(obj metav1.Object) *metav1.OwnerReference {
 	ref := metav1.GetControllerOfNoCopy(obj)
 	if ref == nil || ref.Kind != trainer.TrainJobKind {
 		return nil
@@ -65,5 +75,5 @@ func ControllingTrainJob(_ context.Context, obj client.Object) []reconcile.Reque
 	if group, _, found := strings.Cut(ref.APIVersion, "/"); !found || group != trainer.GroupVersion.Group {
 		return nil
 	}
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: ref.Name}}}
+	return ref
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -170,4 +171,62 @@ func TestCacheSharesSnapshotContents(t *testing.T) {
 	if unsafe.StringData(contents[0]) != unsafe.StringData(contents[1]) {
 		t.Error("the cache keeps a copy of the same snapshot content for each TrainJob")
 	}
+}
+
+// TestCacheHoldsNoForeignData (issue 36, item 2): ConfigMaps and Secrets
+// that carry the label the operator sets on its own, but that no TrainJob
+// controls, a megabyte each, do not grow the operator's heap: anyone who
+// may write ConfigMaps in one namespace can set the label, and the cache
+// of every replica would hold them whole. The cache keeps a stand-in of
+// each (its name, so that readers see it is not theirs), and the operator
+// goes on building TrainJobs.
+func TestCacheHoldsNoForeignData(t *testing.T) {
+	ns := optest.NewNamespace(t, env.Client)
+	createTrainingRuntime(t, ns, "torch", torchSpec())
+	labels := map[string]string{apply.TrainJobNameLabel: "forged"}
+	// Under the API server's limit of 1 MiB an object; the test's own
+	// copies are garbage by the time the heap is measured.
+	const objects, size = 64, 1000 * 1000
+	payload := strings.Repeat("x", size)
+	before := heapInUse()
+	for i := range objects {
+		meta := metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("forged-%02d", i), Labels: labels}
+		if i%2 == 0 {
+			create(t, &corev1.ConfigMap{ObjectMeta: meta, Data: map[string]string{"big": payload}})
+		} else {
+			create(t, &corev1.Secret{ObjectMeta: meta, Data: map[string][]byte{"big": []byte(payload)}})
+		}
+	}
+	// Each kind's informer delivers its events in order: once the cache has
+	// the last object of each kind, it has seen them all.
+	for _, obj := range []client.Object{&corev1.ConfigMap{}, &corev1.Secret{}} {
+		name := fmt.Sprintf("forged-%02d", objects-2)
+		if _, ok := obj.(*corev1.Secret); ok {
+			name = fmt.Sprintf("forged-%02d", objects-1)
+		}
+		optest.Eventually(t, fmt.Sprintf("the operator's cache has %T %s", obj, name), func(ctx context.Context) error {
+			return optest.Get(ctx, op.Cache(), nsName(ns, name), obj)
+		})
+		switch obj := obj.(type) {
+		case *corev1.ConfigMap:
+			if len(obj.Data) != 0 {
+				t.Errorf("the operator's cache holds the data of ConfigMap %s, which no TrainJob controls", name)
+			}
+		case *corev1.Secret:
+			if len(obj.Data) != 0 {
+				t.Errorf("the operator's cache holds the data of Secret %s, which no TrainJob controls", name)
+			}
+		}
+	}
+	payload = ""
+	const maxGrowth = 8 << 20
+	if after := heapInUse(); after > before+maxGrowth {
+		t.Errorf("live heap grew from %d to %d bytes over %d MB of labelled ConfigMaps and Secrets no TrainJob controls, want at most %d more",
+			before, after, objects*size>>20, maxGrowth)
+	}
+	// The operator still admits and builds.
+	tj := newTrainJob(ns, "after", trainer.TrainingRuntimeKind, "torch")
+	tj.Spec.Suspend = ptr.To(true)
+	create(t, tj)
+	jobSetOf(t, tj)
 }
