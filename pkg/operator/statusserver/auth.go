@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -43,6 +44,7 @@ const (
 type verdict struct {
 	trainJobUID types.UID
 	pod         string
+	podUID      types.UID
 	code        int
 	reason      metav1.StatusReason
 	message     string
@@ -68,11 +70,13 @@ func forbid(format string, args ...any) verdict {
 // issuer, discovered from the operator's own token. A TokenReview asks the
 // API server instead: it works wherever the API server authenticates
 // ServiceAccount tokens, also when its issuer URL is not reachable from the
-// operator, and it sees revoked tokens (deleted pods) within reviewTTL: an
-// accepted token is not reviewed again for that long, so a trainer
-// reporting often costs one review a minute. A refused one is remembered
-// for refusedTTL, in a cache of its own, so that a flood of bad tokens
-// neither reviews each token again nor evicts the accepted ones.
+// operator. An accepted token is not reviewed again for reviewTTL, so a
+// trainer reporting often costs one review a minute; but each report reads
+// the pod the token is bound to again (one read, not a review's four), so
+// that a token whose pod is deleted is refused from then on, as the API
+// server refuses it. A refused one is remembered for refusedTTL, in a
+// cache of its own, so that a flood of bad tokens neither reviews each
+// token again nor evicts the accepted ones.
 func (s *Server) authenticate(ctx context.Context, header, namespace, name string) verdict {
 	token, ok := strings.CutPrefix(header, "Bearer ")
 	token = strings.TrimSpace(token)
@@ -82,6 +86,11 @@ func (s *Server) authenticate(ctx context.Context, header, namespace, name strin
 	audience := trainjobstatus.TokenAudience(namespace, name)
 	k := reviewKey(token, audience)
 	if v, ok := s.accepted.get(k); ok {
+		v, final := s.podStillThere(ctx, v, namespace, name)
+		if final && v.code != 0 {
+			s.accepted.forget(k)
+			s.refused.put(k, v)
+		}
 		return v
 	}
 	if v, ok := s.refused.get(k); ok {
@@ -117,9 +126,10 @@ func (s *Server) review(ctx context.Context, token, audience, namespace, name st
 	}
 
 	// Reviews have a budget of their own, apart from the status writes',
-	// and do not queue for it: a token that finds it spent is told to
-	// come back, and a flood of tokens holds no request open.
-	if s.opts.ReviewLimiter != nil && !s.opts.ReviewLimiter.TryAccept() {
+	// shared fairly between namespaces, and do not queue for it: a token
+	// that finds it spent is told to come back, and a flood of tokens
+	// holds no request open.
+	if !s.budgets.take(namespace, readsPerReview) {
 		return refuse(http.StatusTooManyRequests, metav1.StatusReasonTooManyRequests, "too many tokens to review; retry later"), false
 	}
 	review := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: []string{audience}}}
@@ -152,15 +162,12 @@ func (s *Server) trainJobOfPod(ctx context.Context, namespace, name, podName str
 	notOurs := func(format string, args ...any) (verdict, bool) {
 		return forbid("pod %s/%s is not a pod of TrainJob %s/%s: %s", namespace, podName, namespace, name, fmt.Sprintf(format, args...)), true
 	}
-	pod := &corev1.Pod{}
-	if err := s.opts.Reviewer.Get(ctx, client.ObjectKey{Namespace: namespace, Name: podName}, pod); err != nil {
-		if apierrors.IsNotFound(err) {
-			return notOurs("it is gone")
-		}
+	pod, gone, err := s.boundPod(ctx, namespace, podName, podUID)
+	switch {
+	case err != nil:
 		return unavailable(err), false
-	}
-	if pod.UID != podUID {
-		return notOurs("the token is bound to an earlier pod of that name")
+	case gone != "":
+		return notOurs("%s", gone)
 	}
 	// Each link: the controller of the object below, of the wanted kind,
 	// read and checked by UID.
@@ -202,7 +209,99 @@ func (s *Server) trainJobOfPod(ctx context.Context, namespace, name, podName str
 	case ref.Name != name:
 		return notOurs("%s is controlled by TrainJob %s", belowWhat, ref.Name)
 	}
-	return verdict{trainJobUID: ref.UID, pod: podName}, true
+	return verdict{trainJobUID: ref.UID, pod: podName, podUID: podUID}, true
+}
+
+// boundPod reads the pod a token is bound to. gone says why the token
+// no longer stands for it: the pod is gone, or its name is a later pod's.
+func (s *Server) boundPod(ctx context.Context, namespace, podName string, podUID types.UID) (pod *corev1.Pod, gone string, err error) {
+	pod = &corev1.Pod{}
+	if err := s.opts.Reviewer.Get(ctx, client.ObjectKey{Namespace: namespace, Name: podName}, pod); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, "it is gone", nil
+		}
+		return nil, "", err
+	}
+	if pod.UID != podUID {
+		return nil, "the token is bound to an earlier pod of that name", nil
+	}
+	return pod, "", nil
+}
+
+// podStillThere checks again, for a token accepted earlier (v), that the
+// pod it is bound to is there: the API server refuses a pod-bound token
+// once its pod is deleted, and so does the server, at the first report
+// after, not once reviewTTL has passed. The read comes out of the
+// namespace's review budget.
+func (s *Server) podStillThere(ctx context.Context, v verdict, namespace, name string) (verdict, bool) {
+	if !s.budgets.take(namespace, 1) {
+		return refuse(http.StatusTooManyRequests, metav1.StatusReasonTooManyRequests, "too many reports to check; retry later"), false
+	}
+	_, gone, err := s.boundPod(ctx, namespace, v.pod, v.podUID)
+	switch {
+	case err != nil:
+		return unavailable(err), false
+	case gone != "":
+		return forbid("pod %s/%s is not a pod of TrainJob %s/%s: %s", namespace, v.pod, namespace, name, gone), true
+	}
+	return v, true
+}
+
+// ReviewBudget bounds what checking tokens may cost the API server, in
+// reads a second (a review is readsPerReview of them, a pod read again
+// one) and in a burst of them.
+type ReviewBudget struct {
+	QPS   float64
+	Burst int
+}
+
+// reviewBudgets spend a ReviewBudget, and each namespace's share of it: a
+// half, so that the tokens of one namespace, however many, valid or not,
+// leave the other half to the reports of the others. A namespace is the
+// one the request names, which the token's own must be.
+type reviewBudgets struct {
+	mu         sync.Mutex
+	now        func() time.Time
+	total      *rate.Limiter
+	share      rate.Limit
+	shareBurst int
+	namespaces map[string]*rate.Limiter
+}
+
+// newReviewBudgets are the budgets of b; nil (no limit) when b is.
+func newReviewBudgets(b *ReviewBudget) *reviewBudgets {
+	if b == nil {
+		return nil
+	}
+	return &reviewBudgets{now: time.Now, total: rate.NewLimiter(rate.Limit(b.QPS), b.Burst),
+		share: rate.Limit(b.QPS / 2), shareBurst: max(b.Burst/2, readsPerReview), namespaces: map[string]*rate.Limiter{}}
+}
+
+// take spends n reads from namespace's share and from the total, or
+// nothing when either has fewer left.
+func (b *reviewBudgets) take(namespace string, n int) bool {
+	if b == nil {
+		return true
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.now()
+	share := b.namespaces[namespace]
+	if share == nil {
+		// A full share is as good as a new one. Few are not full: the
+		// total refills each within seconds.
+		if len(b.namespaces) >= maxCachedReviews {
+			maps.DeleteFunc(b.namespaces, func(_ string, l *rate.Limiter) bool { return l.TokensAt(now) >= float64(b.shareBurst) })
+		}
+		share = rate.NewLimiter(b.share, b.shareBurst)
+		b.namespaces[namespace] = share
+	}
+	if share.TokensAt(now) < float64(n) || b.total.TokensAt(now) < float64(n) {
+		return false
+	}
+	share.AllowN(now, n)
+	b.total.AllowN(now, n)
+	return true
 }
 
 func groupKind(ref *metav1.OwnerReference) string {
@@ -305,6 +404,13 @@ func (c *verdictCache) get(k [sha256.Size]byte) (verdict, bool) {
 		return verdict{}, false
 	}
 	return e.verdict, true
+}
+
+// forget drops a verdict.
+func (c *verdictCache) forget(k [sha256.Size]byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.entries, k)
 }
 
 // put remembers a verdict; when the cache is full it first drops the

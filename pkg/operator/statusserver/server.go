@@ -28,7 +28,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/util/flowcontrol"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -80,9 +79,10 @@ type Options struct {
 	// with the one the token's pod belongs to: the manager's cache, which
 	// watches TrainJobs on every replica. Reviewer when nil.
 	TrainJobs client.Reader
-	// ReviewLimiter is the budget of token reviews; a token that finds it
-	// spent is answered 429. Nil is no limit.
-	ReviewLimiter flowcontrol.RateLimiter
+	// ReviewBudget bounds the reads of the API server that checking
+	// tokens costs, each namespace to a share of it; a token that finds
+	// it spent is answered 429. Nil is no limit.
+	ReviewBudget *ReviewBudget
 }
 
 // Server is the status server, a manager.Runnable on every replica.
@@ -93,6 +93,7 @@ type Server struct {
 	// accepted and refused remember verdicts on tokens, apart, so that
 	// refusals never evict what was accepted.
 	accepted, refused *verdictCache
+	budgets           *reviewBudgets
 }
 
 var (
@@ -109,7 +110,7 @@ func New(opts Options) *Server {
 		opts.TrainJobs = opts.Reviewer
 	}
 	s := &Server{opts: opts, log: log.Log.WithName("status-server"),
-		accepted: newVerdictCache(reviewTTL), refused: newVerdictCache(refusedTTL)}
+		accepted: newVerdictCache(reviewTTL), refused: newVerdictCache(refusedTTL), budgets: newReviewBudgets(opts.ReviewBudget)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+statusPattern, s.updateStatus)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

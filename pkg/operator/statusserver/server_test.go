@@ -23,7 +23,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -179,8 +178,8 @@ func TestUpdateStatus(t *testing.T) {
 		auth   string
 		body   string
 		api    apiServer
-		// limiter is the review budget (nil: none).
-		limiter flowcontrol.RateLimiter
+		// budget is the review budget (nil: none).
+		budget *ReviewBudget
 		// wantReviews, when set, is the number of TokenReviews.
 		wantReviews *int
 		// wantCode and wantStatus are the answer; wantBody the echoed
@@ -279,7 +278,7 @@ func TestUpdateStatus(t *testing.T) {
 		{
 			name:        "review budget spent",
 			body:        report,
-			limiter:     flowcontrol.NewFakeNeverRateLimiter(),
+			budget:      &ReviewBudget{},
 			wantCode:    http.StatusTooManyRequests,
 			wantStatus:  failure(429, metav1.StatusReasonTooManyRequests, "too many tokens to review; retry later"),
 			wantReviews: ptr.To(0),
@@ -367,7 +366,7 @@ func TestUpdateStatus(t *testing.T) {
 				betaPodToken: "system:serviceaccount:team:trainer@beta-node-0-0",
 				lonePodToken: "system:serviceaccount:team:trainer@loner",
 			}
-			s := New(Options{Client: api.client(), ReviewLimiter: tc.limiter})
+			s := New(Options{Client: api.client(), ReviewBudget: tc.budget})
 			method, p, auth := tc.method, tc.path, tc.auth
 			if method == "" {
 				method = http.MethodPost
@@ -450,9 +449,47 @@ func TestVerdictsAreCached(t *testing.T) {
 	now = now.Add(reviewTTL - refusedTTL)
 	record(post(path, validToken))
 
-	want := []step{{200, 1}, {200, 1}, {401, 2}, {401, 2}, {401, 3}, {200, 4}}
+	// The pod the accepted token is bound to is deleted: the next report
+	// is refused, a minute or not.
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "alpha-node-0-0"}}
+	if err := s.opts.Reviewer.Delete(t.Context(), pod); err != nil {
+		t.Fatal(err)
+	}
+	record(post(path, validToken))
+	record(post(path, validToken))
+
+	want := []step{{200, 1}, {200, 1}, {401, 2}, {401, 2}, {401, 3}, {200, 4}, {403, 4}, {403, 4}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("answers and reviews so far (-want +got):\n%s", diff)
+	}
+}
+
+// TestReviewBudgetsPerNamespace: the tokens of one namespace spend at most
+// half of the review budget, and the other namespaces have the rest.
+func TestReviewBudgetsPerNamespace(t *testing.T) {
+	b := newReviewBudgets(&ReviewBudget{QPS: 20, Burst: 40})
+	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	b.now = func() time.Time { return now }
+	rival := 0
+	for b.take("rival", readsPerReview) {
+		rival++
+	}
+	if rival != 20/readsPerReview {
+		t.Errorf("namespace rival had %d reviews of a full budget of 10, want 5", rival)
+	}
+	team := 0
+	for b.take("team", readsPerReview) {
+		team++
+	}
+	if team != 20/readsPerReview {
+		t.Errorf("namespace team had %d reviews after rival spent its share, want 5", team)
+	}
+	// A second later rival's share has 10 reads more, and so has the whole.
+	now = now.Add(time.Second)
+	for b.take("rival", 1) {
+	}
+	if !b.take("team", readsPerReview) {
+		t.Error("namespace team has no review left a second after rival spent its share again")
 	}
 }
 

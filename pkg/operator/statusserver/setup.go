@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -19,13 +18,17 @@ const (
 )
 
 // readsPerReview are the requests one token review makes: the review, and
-// the pod, Job and JobSet its controller chain goes through.
+// the pod, Job and JobSet its controller chain goes through. The review
+// budget counts in requests: reading the pod again for a token reviewed
+// before is one.
 const readsPerReview = 4
 
 // Setup adds the status server to mgr, on the webhook's host and
 // certificate folder, with its checks. Status writes and token reviews
 // each have a client and a rate limit of their own (statusServer.qps and
-// burst), so that bad tokens, however many, never delay a report.
+// burst), so that bad tokens, however many, never delay a report; and each
+// namespace may spend only half of the reviews' (reviewBudgets), so that the
+// tokens of one cannot starve the reports of another.
 func Setup(mgr manager.Manager, cfg *config.Configuration) error {
 	qps := ptr.Deref(cfg.StatusServer.QPS, config.DefaultStatusServerQPS)
 	burst := int(ptr.Deref(cfg.StatusServer.Burst, config.DefaultStatusServerBurst))
@@ -47,13 +50,13 @@ func Setup(mgr manager.Manager, cfg *config.Configuration) error {
 		return err
 	}
 	s := New(Options{
-		Host:          cfg.Webhook.Host,
-		Port:          ptr.Deref(cfg.StatusServer.Port, config.DefaultStatusServerPort),
-		CertDir:       cfg.Webhook.CertDir,
-		Client:        writer,
-		Reviewer:      reviewer,
-		TrainJobs:     mgr.GetCache(),
-		ReviewLimiter: flowcontrol.NewTokenBucketRateLimiter(qps, burst),
+		Host:         cfg.Webhook.Host,
+		Port:         ptr.Deref(cfg.StatusServer.Port, config.DefaultStatusServerPort),
+		CertDir:      cfg.Webhook.CertDir,
+		Client:       writer,
+		Reviewer:     reviewer,
+		TrainJobs:    mgr.GetCache(),
+		ReviewBudget: &ReviewBudget{QPS: float64(qps) * readsPerReview, Burst: burst * readsPerReview},
 	})
 	if err := mgr.Add(s); err != nil {
 		return err

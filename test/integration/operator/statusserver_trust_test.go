@@ -235,15 +235,10 @@ func heapInUse() uint64 {
 // bound to a pod, repeated) do not starve a real pod's report, which lands
 // within 5 s, and the server's memory stays flat.
 func TestStatusServerBadTokenFlood(t *testing.T) {
-	replica := statusServerReplica(t)
 	ns := optest.NewNamespace(t, env.Client)
-	rt := createTrainingRuntime(t, ns, "torch", torchSpec())
-	tj := newTrainJob(ns, "alpha", trainer.TrainingRuntimeKind, "torch")
-	tj.Spec.Suspend = ptr.To(true)
-	create(t, tj)
-	c := newStatusClient(t, replica, caOfTrainers(t, replica, tj, rt))
+	tj, c, pod := reportingTrainJob(t, ns)
 	path := trainjobstatus.StatusPath(ns, "alpha")
-	token := podToken(t, trainerPodOf(t, jobSetOf(t, tj), "alpha-node-0"), ns, "alpha")
+	token := podToken(t, pod, ns, "alpha")
 	unbound := trainerToken(t, ns, ns, "alpha")
 	report := func(progress int32) string {
 		return fmt.Sprintf(`{"trainerStatus":{"progressPercentage":%d,"lastUpdatedTime":"2026-12-03T10:00:00Z"}}`, progress)
@@ -364,4 +359,95 @@ func TestStatusServerBadTokenFlood(t *testing.T) {
 	if after := heapInUse(); after > before+maxGrowth {
 		t.Errorf("live heap grew from %d to %d bytes over the flood, want at most %d more", before, after, maxGrowth)
 	}
+}
+
+// TestStatusServerReviewsFairly (issue 36, item 9): tokens of one
+// namespace, reviewed as fast as they come, do not spend the review budget
+// of the others: a trainer of another namespace, whose token the server has
+// not seen, reports at once.
+func TestStatusServerReviewsFairly(t *testing.T) {
+	flooder, victim := optest.NewNamespace(t, env.Client), optest.NewNamespace(t, env.Client)
+	_, c, pod := reportingTrainJob(t, victim)
+	token := podToken(t, pod, victim, "alpha")
+
+	// The flood: tokens that claim to be bound to pods of the flooder's
+	// namespace, each a new one, which only a review can refuse; it goes on
+	// until the victim's report is answered.
+	ctx, stop := context.WithCancel(t.Context())
+	defer stop()
+	spent := make(chan struct{})
+	var spentOnce sync.Once
+	var flood sync.WaitGroup
+	for w := range 16 {
+		flood.Go(func() {
+			for i := w; ctx.Err() == nil; i += 16 {
+				code, _, _ := c.do(ctx, trainjobstatus.StatusPath(flooder, "alpha"), forgedToken(flooder, "alpha", i), `{}`)
+				if code == http.StatusTooManyRequests {
+					spentOnce.Do(func() { close(spent) })
+				}
+			}
+		})
+	}
+	select {
+	case <-spent:
+	case <-time.After(optest.Timeout):
+		t.Fatal("the flood never found the review budget spent")
+	}
+	code, body := c.post(t, trainjobstatus.StatusPath(victim, "alpha"), token, progressReport(5))
+	stop()
+	flood.Wait()
+	if code != http.StatusOK {
+		t.Fatalf("the report of another namespace during the flood = %d, want 200: %s", code, body)
+	}
+}
+
+// TestStatusServerRefusesTokenOfDeletedPod (issue 36, item 9): a token the
+// server accepted is refused at the first report after its pod is
+// deleted, as the API server refuses it, not once the review is a minute
+// old.
+func TestStatusServerRefusesTokenOfDeletedPod(t *testing.T) {
+	ns := optest.NewNamespace(t, env.Client)
+	tj, c, pod := reportingTrainJob(t, ns)
+	token := podToken(t, pod, ns, "alpha")
+	path := trainjobstatus.StatusPath(ns, "alpha")
+	if code, body := c.post(t, path, token, progressReport(5)); code != http.StatusOK {
+		t.Fatalf("report = %d, want 200: %s", code, body)
+	}
+	if err := env.Client.Delete(t.Context(), pod, client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
+	optest.Eventually(t, "the pod is gone", func(ctx context.Context) error {
+		return optest.Absent(ctx, env.Client, key(pod), &corev1.Pod{})
+	})
+	code, body := c.post(t, path, token, progressReport(6))
+	got, message := refusalOf(t, code, body)
+	want := refusal{Code: http.StatusForbidden, Status: metav1.StatusFailure, Reason: metav1.StatusReasonForbidden}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("report after the pod was deleted (-want +got):\n%s", diff)
+	}
+	if wantMessage := "pod " + ns + "/alpha-node-0-0 is not a pod of TrainJob " + ns + "/alpha: it is gone"; message != wantMessage {
+		t.Errorf("message %q, want %q", message, wantMessage)
+	}
+	if got, err := trainerStatusOf(t.Context(), tj); err != nil || got == nil || ptr.Deref(got.ProgressPercentage, -1) != 5 {
+		t.Errorf("trainerStatus %+v (%v), want progress 5: the report after the pod was deleted was written", got, err)
+	}
+}
+
+// reportingTrainJob is suspended TrainJob ns/alpha of the torch runtime,
+// a client of the status server that trusts its trainers' CA, and the pod
+// of its trainer.
+func reportingTrainJob(t *testing.T, ns string) (*trainer.TrainJob, *statusClient, *corev1.Pod) {
+	t.Helper()
+	replica := statusServerReplica(t)
+	rt := createTrainingRuntime(t, ns, "torch", torchSpec())
+	tj := newTrainJob(ns, "alpha", trainer.TrainingRuntimeKind, "torch")
+	tj.Spec.Suspend = ptr.To(true)
+	create(t, tj)
+	c := newStatusClient(t, replica, caOfTrainers(t, replica, tj, rt))
+	return tj, c, trainerPodOf(t, jobSetOf(t, tj), "alpha-node-0")
+}
+
+// progressReport is a trainer's report of progress percent.
+func progressReport(percent int32) string {
+	return fmt.Sprintf(`{"trainerStatus":{"progressPercentage":%d,"lastUpdatedTime":"2026-12-03T10:00:00Z"}}`, percent)
 }
