@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/apply"
@@ -242,5 +243,31 @@ func TestStageClock(t *testing.T) {
 	c.forget(key)
 	if _, ok := c.seen[key]; ok {
 		t.Error("forget kept the TrainJob")
+	}
+}
+
+// TestRetryRateLimiter: the retries of a new leader's first reconciles (two
+// for each of 500 TrainJobs, all at once) wait for no shared budget, and a
+// TrainJob that fails again and again is retried within maxRetryDelay.
+func TestRetryRateLimiter(t *testing.T) {
+	limiter := retryRateLimiter()
+	request := func(name string) reconcile.Request {
+		return reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: name}}
+	}
+	var latest time.Duration
+	for range 2 {
+		for i := range 500 {
+			latest = max(latest, limiter.When(request(fmt.Sprintf("tj-%03d", i))))
+		}
+	}
+	if latest > time.Second {
+		t.Errorf("the last of 1000 retries of 500 TrainJobs waits %v, want at most a second", latest)
+	}
+	var delay time.Duration
+	for range 30 {
+		delay = limiter.When(request("failing"))
+	}
+	if delay > maxRetryDelay {
+		t.Errorf("a TrainJob that failed 30 times is retried after %v, want at most %v", delay, maxRetryDelay)
 	}
 }

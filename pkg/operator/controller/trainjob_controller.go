@@ -12,15 +12,18 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -86,7 +89,8 @@ func (r *TrainJobReconciler) SetupWithManager(mgr manager.Manager) error {
 	}
 	b := builder.ControllerManagedBy(mgr).
 		Named(TrainJobControllerName).
-		For(&trainer.TrainJob{})
+		For(&trainer.TrainJob{}).
+		WithOptions(crcontroller.Options{RateLimiter: retryRateLimiter()})
 	// Not metadata only: the snapshot is read from the structured cache,
 	// which must have seen the deletion when the reconcile runs.
 	b = pipeline.Owns(b, &corev1.ConfigMap{}, builder.WithPredicates(snapshotDeleted))
@@ -238,6 +242,27 @@ func (r *TrainJobReconciler) build(ctx context.Context, u *statusUpdate) buildOu
 	u.setCondition(trainer.TrainJobComponentsCreated, metav1.ConditionTrue, trainer.TrainJobJobsCreatedReason, ComponentsCreatedMessage)
 	return buildOutcome{built: len(objs) > 0, settled: true}
 }
+
+// retryRateLimiter spaces the retries of TrainJobs whose reconcile failed
+// or met another writer. controller-runtime's default lets all TrainJobs
+// together retry 10 times a second after a burst of 100, and one TrainJob
+// after up to 1000 s: when a new leader takes over a burst of creates, the
+// races of its first reconciles (a write that meets the cache a moment
+// behind) queue hundreds of retries, the last of them a minute or more
+// late. Here a TrainJob's own retries back off exponentially to
+// maxRetryDelay, and all of them together may retry 100 times a second after
+// a burst of 1000: the client's rate limit (clientConnection.qps) protects
+// the API server, not this one.
+func retryRateLimiter() workqueue.TypedRateLimiter[reconcile.Request] {
+	return workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](5*time.Millisecond, maxRetryDelay),
+		&workqueue.TypedBucketRateLimiter[reconcile.Request]{Limiter: rate.NewLimiter(100, 1000)},
+	)
+}
+
+// maxRetryDelay bounds the wait before a failing TrainJob is reconciled
+// again.
+const maxRetryDelay = 30 * time.Second
 
 // persistentConflict is how long a TrainJob's writes may keep meeting other
 // writers' before it says so: one conflict is the normal race of two
