@@ -64,7 +64,7 @@ const adminQPS = 1000
 // run is make bench: the product on a fresh local cluster, measured, and everything torn down.
 func run(ctx context.Context, k Knobs, w io.Writer) (*Summary, error) {
 	s, begin := newSummary(k), time.Now()
-	err := measure(ctx, k, w, s, "", apiProfile(), func(ctx context.Context, b *bench) error {
+	err := measure(ctx, k, w, s, "", apiProfile(), 1, func(ctx context.Context, b *bench) error {
 		if err := b.idle(ctx); err != nil {
 			return err
 		}
@@ -75,6 +75,9 @@ func run(ctx context.Context, k Knobs, w io.Writer) (*Summary, error) {
 		}
 		return nil
 	})
+	if err == nil && k.FailoverN > 0 {
+		err = runFailover(ctx, k, w, s)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -88,8 +91,9 @@ func run(ctx context.Context, k Knobs, w io.Writer) (*Summary, error) {
 func apiProfile() cluster.Options { return cluster.Options{Profile: cluster.ProfileAPI, JobSet: true} }
 
 // measure brings the product up on a fresh local cluster of opts, whose logs, profiles and files go to the
-// folder sub of the knobs' Out, runs steps, which add to s, and tears everything down.
-func measure(ctx context.Context, k Knobs, w io.Writer, s *Summary, sub string, opts cluster.Options, steps func(context.Context, *bench) error) (err error) {
+// folder sub of the knobs' Out, with the operator's replicas, runs steps, which add to s, and tears everything
+// down.
+func measure(ctx context.Context, k Knobs, w io.Writer, s *Summary, sub string, opts cluster.Options, replicas int, steps func(context.Context, *bench) error) (err error) {
 	out, err := filepath.Abs(filepath.Join(k.Out, sub))
 	if err != nil {
 		return err
@@ -136,12 +140,17 @@ func measure(ctx context.Context, k Knobs, w io.Writer, s *Summary, sub string, 
 			err = fmt.Errorf("%w\n(logs in %s)", err, logDir)
 		}
 	}()
-	if b.pprofAddr, err = freeAddr(); err != nil {
-		return err
+	var extraArgs []string
+	if replicas == 1 {
+		// Two replicas would both bind the one address.
+		if b.pprofAddr, err = freeAddr(); err != nil {
+			return err
+		}
+		extraArgs = []string{"--pprof-bind-address=" + b.pprofAddr}
 	}
-	b.logf("starting the operator as its Deployment says, with --pprof-bind-address=%s", b.pprofAddr)
+	b.logf("starting the operator's %d replica(s) as its Deployment says, with %v", replicas, extraArgs)
 	b.stack, err = stack.Up(ctx, b.cluster, stack.Options{Binary: b.binary, Dir: filepath.Join(out, "stack"), LogDir: logDir,
-		ExtraArgs: []string{"--pprof-bind-address=" + b.pprofAddr}})
+		ExtraArgs: extraArgs, Replicas: replicas})
 	if err != nil {
 		return err
 	}

@@ -46,6 +46,9 @@ type Knobs struct {
 	// -benchtime (BENCH_MICRO_TIME, default 1s).
 	MicroCount int
 	MicroTime  string
+	// FailoverN is the number of TrainJobs of the failover burst, whose leader is killed a second in
+	// (BENCH_FAILOVER_N, default 200; 0 leaves the failover out).
+	FailoverN int
 	// Out is the folder of summary.json, the logs and the profiles (BENCH_OUT, default bin/bench).
 	Out string
 }
@@ -71,6 +74,7 @@ func KnobsFromEnv() (Knobs, error) {
 		{&k.ScaleStep, "BENCH_SCALE_STEP", 1000},
 		{&k.BigNodes, "BENCH_BIG_NODES", 1024},
 		{&k.MicroCount, "BENCH_MICRO_COUNT", 5},
+		{&k.FailoverN, "BENCH_FAILOVER_N", 200},
 	} {
 		*v.dst = v.def
 		s := os.Getenv(v.name)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 
 func main() {
 	scale := flag.Bool("scale", false, "make bench-scale: the operator's memory at 0, 1 000 and 10 000 TrainJobs, the CLI among them, and a 1024-node TrainJob, instead of make bench")
+	failover := flag.Bool("failover", false, "only make bench's failover: the leader of two replicas killed a second into a burst of creates")
 	flag.Parse()
 	k, err := KnobsFromEnv()
 	if err != nil {
@@ -21,8 +23,18 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	measure := run
-	if *scale {
+	switch {
+	case *scale:
 		measure = runScale
+	case *failover:
+		measure = func(ctx context.Context, k Knobs, w io.Writer) (*Summary, error) {
+			s := newSummary(k)
+			if err := runFailover(ctx, k, w, s); err != nil {
+				return nil, err
+			}
+			s.evaluate()
+			return s, nil
+		}
 	}
 	s, err := measure(ctx, k, os.Stderr)
 	if err != nil {

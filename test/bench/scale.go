@@ -51,10 +51,10 @@ const (
 // Then, on a full-profile cluster of BigNodes simulated GPU nodes, one TrainJob of BigNodes nodes.
 func runScale(ctx context.Context, k Knobs, w io.Writer) (*Summary, error) {
 	s, begin := newSummary(k), time.Now()
-	if err := measure(ctx, k, w, s, "", apiProfile(), func(ctx context.Context, b *bench) error { return b.scale(ctx) }); err != nil {
+	if err := measure(ctx, k, w, s, "", apiProfile(), 1, func(ctx context.Context, b *bench) error { return b.scale(ctx) }); err != nil {
 		return nil, err
 	}
-	if err := measure(ctx, k, w, s, "big", bigProfile(k), func(ctx context.Context, b *bench) error { return b.bigJob(ctx) }); err != nil {
+	if err := measure(ctx, k, w, s, "big", bigProfile(k), 1, func(ctx context.Context, b *bench) error { return b.bigJob(ctx) }); err != nil {
 		return nil, err
 	}
 	s.Seconds = time.Since(begin).Seconds()

@@ -26,6 +26,7 @@ type Summary struct {
 	// Scale is make bench-scale's, nil in make bench's summary.
 	Scale      *ScaleResult    `json:"scale,omitempty"`
 	BigJob     *BigJobResult   `json:"bigJob,omitempty"`
+	Failover   *FailoverResult `json:"failover,omitempty"`
 	Suspended  SuspendedResult `json:"suspended"`
 	Memory     []MemorySample  `json:"memory"`
 	CLI        CLIResults      `json:"cli"`
@@ -167,6 +168,10 @@ func (s *Summary) evaluate() {
 		target("anonymous RSS growth from unrelated ConfigMaps", s.Memory[memConfigMaps].AnonMiB-s.Memory[memTrainJobs].AnonMiB, 5, "MiB")
 		target("writes for built suspended TrainJobs on restart", float64(s.Suspended.WritesOnRestart), 0, "")
 	}
+	if fo := s.Failover; fo != nil {
+		// The lease (15 s) plus a few seconds to build what came meanwhile.
+		target(fmt.Sprintf("SIGKILL of the leader in a burst of %d → last TrainJob built", fo.N), fo.LastBuiltSeconds, 20, "s")
+	}
 	if sc := s.Scale; sc != nil && len(sc.Memory) > scaleRestarted {
 		n := s.Knobs.ScaleTrainJobs
 		target(fmt.Sprintf("Go heap per TrainJob (slope %d → %d)", s.Knobs.ScaleStep, n), sc.HeapPerTrainJobKiB, 6, "KiB")
@@ -260,6 +265,14 @@ func (s *Summary) Print(w io.Writer) {
 		for _, c := range bj.Commands {
 			tab.Row(c.Name, f("%.3fs", c.Median), f("%.3fs", minOf(c.Seconds)), f("%.3fs", maxOf(c.Seconds)), f("%d", c.Requests), byCount(c.RequestsBy))
 		}
+		flush(w, tab)
+	}
+	if fo := s.Failover; fo != nil {
+		tab := printers.NewTable(w, "", f("Failover: SIGKILL of the leader of two replicas %v into a burst of %d creates", killAfter, fo.N), "")
+		tab.Row("creates before the kill", f("%d", fo.CreatedBeforeKill))
+		tab.Row("kill → the other replica leads", f("%.1fs", fo.LeaseSeconds))
+		tab.Row("kill → last create returned", f("%.1fs", fo.CreatedSeconds))
+		tab.Row("kill → last TrainJob built (ComponentsCreated=True)", f("%.1fs", fo.LastBuiltSeconds))
 		flush(w, tab)
 	}
 	if len(s.CLI.Commands) > 0 {

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+)
+
+// FailoverResult: the leader of two replicas is killed with SIGKILL (no lease released) a second into a burst
+// of creates; how long until the other replica leads, and until the last TrainJob of the burst is built.
+type FailoverResult struct {
+	N int `json:"n"`
+	// CreatedBeforeKill is how many creates had returned when the leader was killed.
+	CreatedBeforeKill int `json:"createdBeforeKill"`
+	// LeaseSeconds is from the kill until the other replica says it leads.
+	LeaseSeconds float64 `json:"leaseSeconds"`
+	// LastBuiltSeconds is from the kill until the last TrainJob of the burst has ComponentsCreated=True.
+	LastBuiltSeconds float64 `json:"lastBuiltSeconds"`
+	// CreatedSeconds is from the kill until the last create returned.
+	CreatedSeconds float64 `json:"createdSeconds"`
+}
+
+// failoverReplicas are the Deployment's replicas (config/manager).
+const failoverReplicas = 2
+
+// killAfter is how long into the burst the leader is killed.
+const killAfter = time.Second
+
+// runFailover is make bench's failover measurement, on a fresh cluster with the operator's two replicas.
+func runFailover(ctx context.Context, k Knobs, w io.Writer, s *Summary) error {
+	return measure(ctx, k, w, s, "failover", apiProfile(), failoverReplicas, func(ctx context.Context, b *bench) error { return b.failover(ctx) })
+}
+
+// failover creates the knobs' FailoverN TrainJobs, ten at a time, retrying those that meet the webhooks of the
+// killed replica, kills the leader a second in, and times the kill until the other replica leads and until
+// the last TrainJob is built.
+func (b *bench) failover(ctx context.Context) error {
+	n := b.k.FailoverN
+	res := FailoverResult{N: n}
+	const ns = "bench-failover"
+	if err := b.createNamespace(ctx, ns); err != nil {
+		return err
+	}
+	var leader int
+	if err := poll(ctx, "a replica leads", 200*time.Millisecond, 2*time.Minute, func(ctx context.Context) (bool, error) {
+		var err error
+		leader, err = b.stack.Leader(ctx)
+		return err == nil, nil
+	}); err != nil {
+		return err
+	}
+	if _, err := waitQuiet(ctx, time.Minute); err != nil {
+		return err
+	}
+	b.logf("failover: %d TrainJobs, SIGKILL of the leader (replica %d) %v in", n, leader, killAfter)
+	ctx, cancel := context.WithTimeout(ctx, roundTimeout(n)+2*time.Minute)
+	defer cancel()
+	trainJobs, err := b.watcher.Watch(ctx, &trainer.TrainJobList{}, client.InNamespace(ns))
+	if err != nil {
+		return err
+	}
+	defer trainJobs.Stop()
+
+	var created atomic.Int32
+	var killed, leads, lastCreated time.Time
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		g, gctx := errgroup.WithContext(gctx)
+		g.SetLimit(createWorkers)
+		for i := range n {
+			g.Go(func() error {
+				if err := b.createRetrying(gctx, trainJob(ns, i, false)); err != nil {
+					return err
+				}
+				created.Add(1)
+				mu.Lock()
+				lastCreated = time.Now()
+				mu.Unlock()
+				return nil
+			})
+		}
+		return g.Wait()
+	})
+	g.Go(func() error {
+		select {
+		case <-time.After(killAfter):
+		case <-gctx.Done():
+			return gctx.Err()
+		}
+		if err := b.stack.CrashReplica(leader); err != nil {
+			return err
+		}
+		killed = time.Now()
+		res.CreatedBeforeKill = int(created.Load())
+		if err := poll(gctx, "the other replica leads", 100*time.Millisecond, 2*time.Minute, func(ctx context.Context) (bool, error) {
+			i, err := b.stack.Leader(ctx)
+			return err == nil && i != leader, nil
+		}); err != nil {
+			return err
+		}
+		leads = time.Now()
+		// The killed replica runs again, as the kubelet restarts its container.
+		_, err := b.stack.RestartExited(gctx)
+		return err
+	})
+	var lastBuilt time.Time
+	g.Go(func() error {
+		built := map[string]bool{}
+		for len(built) < n {
+			select {
+			case <-gctx.Done():
+				return fmt.Errorf("%d of %d TrainJobs with ComponentsCreated=True: %w", len(built), n, gctx.Err())
+			case ev, ok := <-trainJobs.ResultChan():
+				if !ok || ev.Type == watch.Error {
+					return fmt.Errorf("the watch of TrainJobs in %s ended: %v", ns, ev.Object)
+				}
+				tj, isTrainJob := ev.Object.(*trainer.TrainJob)
+				if isTrainJob && !built[tj.Name] && meta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobComponentsCreated) {
+					built[tj.Name] = true
+					lastBuilt = time.Now()
+				}
+			}
+		}
+		return nil
+	})
+	if err := g.Wait(); err != nil {
+		return fmt.Errorf("failover: %w", err)
+	}
+	res.LeaseSeconds = leads.Sub(killed).Seconds()
+	// A burst shorter than killAfter is built before the kill.
+	res.LastBuiltSeconds = max(0, lastBuilt.Sub(killed).Seconds())
+	res.CreatedSeconds = max(0, lastCreated.Sub(killed).Seconds())
+	b.logf("  SIGKILL after %d creates; the other replica leads %.1fs after, the last create returned %.1fs after, the last TrainJob is built %.1fs after",
+		res.CreatedBeforeKill, res.LeaseSeconds, res.CreatedSeconds, res.LastBuiltSeconds)
+	b.summary.Failover = &res
+	return nil
+}
+
+// createRetrying creates tj, again while the webhooks it reaches are down (a replica killed), for at most two
+// minutes. A create that went through before an error reached the client counts as done.
+func (b *bench) createRetrying(ctx context.Context, tj *trainer.TrainJob) error {
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		last = b.driver.Create(ctx, tj.DeepCopy())
+		if apierrors.IsAlreadyExists(last) {
+			last = nil
+		}
+		return last == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("create TrainJob %s/%s: %w (last: %v)", tj.Namespace, tj.Name, err, last)
+	}
+	return nil
+}
