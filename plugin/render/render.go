@@ -25,7 +25,7 @@ const example = `  # The JobSet and everything else the operator would create fo
   # Both in one file, as JSON, from standard input
   cat job-and-runtime.yaml | kubectl trainjob render -f - -o json
 
-  # Show the generated MPI SSH keys instead of redacting them
+  # Show the generated MPI SSH keys instead of redacting them (new ones each run)
   kubectl trainjob render -f mpi-job.yaml --runtime deepspeed.yaml --show-secrets
 
   # With the operator's configuration and feature gates; the TrainJobStatus
@@ -68,7 +68,9 @@ the files (the webhook certificate Secret, PriorityClasses, ...) are the cluster
 the plugins see, and nothing else exists. The pipeline is the operator's for
 its configuration (--config, --feature-gates). Files may hold several YAML
 documents; TrainJobs and runtimes may share a file. Secret data is redacted
-unless --show-secrets is given.`,
+unless --show-secrets is given; the keys the operator generates (MPI's SSH key,
+Flux's CURVE certificate) are random and live only in their Secrets, so render
+prints new ones at every run unless the Secret is in the files.`,
 		Example: example,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -2,6 +2,8 @@ package operator_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -11,11 +13,14 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/apply"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline/plugins/flux"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/integration/operator/internal/optest"
 )
 
@@ -142,11 +147,91 @@ func TestFlux(t *testing.T) {
 	if err := optest.Get(t.Context(), env.Client, nsName(ns, "alpha-flux-curve"), again); err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(cert.Data, again.Data); diff != "" {
-		t.Errorf("the CURVE certificate changed when rebuilt (-before +after):\n%s", diff)
+	// The key lived only in the Secret: the Secret put back has a new one.
+	if string(curveKey(t, cert)) == string(curveKey(t, again)) {
+		t.Errorf("the CURVE key of the Secret put back is the deleted one's: it was derived, not stored")
 	}
 
 	finishes(t, ns, trainer.TrainingRuntimeKind, "flux", tr)
+}
+
+// curveKey is the secret key of a Flux CURVE Secret's certificate.
+func curveKey(t *testing.T, secret *corev1.Secret) []byte {
+	t.Helper()
+	key, err := flux.SecretKey(secret.Data["curve.cert"])
+	if err != nil {
+		t.Fatalf("Secret %s: %v", secret.Name, err)
+	}
+	return key
+}
+
+// TestFluxCurveKeyIsSecret: the brokers' CURVE key comes from crypto/rand
+// and lives only in its Secret: two TrainJobs of the same spec get two
+// keys, and no hash of what a reader of the TrainJob sees (UID, namespace,
+// name, spec) is the key. Reconciles keep it: a TrainJob changed (here
+// suspended) is rebuilt with the same Secret, unwritten.
+func TestFluxCurveKeyIsSecret(t *testing.T) {
+	ns := optest.NewNamespace(t, env.Client)
+	createTrainingRuntime(t, ns, "flux", fluxRuntimeSpec())
+	keys := map[string][]byte{}
+	secrets := map[string]*corev1.Secret{}
+	for _, name := range []string{"alpha", "beta"} {
+		tj := newTrainJob(ns, name, trainer.TrainingRuntimeKind, "flux")
+		tj.Spec.Trainer = &trainer.Trainer{NumNodes: ptr.To[int32](2)}
+		create(t, tj)
+		secret := &corev1.Secret{}
+		optest.Eventually(t, "the CURVE Secret of "+name+" exists", func(ctx context.Context) error {
+			return optest.Get(ctx, env.Client, nsName(ns, name+"-flux-curve"), secret)
+		})
+		stored := &trainer.TrainJob{}
+		if err := optest.Get(t.Context(), env.Client, key(tj), stored); err != nil {
+			t.Fatal(err)
+		}
+		spec, err := json.Marshal(stored.Spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys[name], secrets[name] = curveKey(t, secret), secret
+		for field, value := range map[string]string{
+			"UID": string(stored.UID), "name": stored.Name, "namespace/name": stored.Namespace + "/" + stored.Name, "spec": string(spec),
+		} {
+			if sum := sha256.Sum256([]byte(value)); string(sum[:]) == string(keys[name]) {
+				t.Errorf("TrainJob %s: the CURVE secret key is SHA-256 of its %s, which every reader of the TrainJob sees", name, field)
+			}
+		}
+	}
+	if string(keys["alpha"]) == string(keys["beta"]) {
+		t.Errorf("TrainJobs alpha and beta have the same CURVE key")
+	}
+
+	// Suspending the TrainJob makes a reconcile that builds the Flux
+	// objects, then the JobSet (the JobSet plugin builds last): once the
+	// JobSet is suspended, the Secret was built again, and must be the
+	// same object, unwritten.
+	tj := &trainer.TrainJob{}
+	if err := optest.Get(t.Context(), env.Client, nsName(ns, "alpha"), tj); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Patch(t.Context(), tj, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"suspend":true}}`))); err != nil {
+		t.Fatal(err)
+	}
+	optest.Eventually(t, "the TrainJob's JobSet is suspended", func(ctx context.Context) error {
+		js := &jobsetv1alpha2.JobSet{}
+		if err := optest.Get(ctx, env.Client, nsName(ns, "alpha"), js); err != nil {
+			return err
+		}
+		if !ptr.Deref(js.Spec.Suspend, false) {
+			return fmt.Errorf("JobSet not suspended")
+		}
+		return nil
+	})
+	after := &corev1.Secret{}
+	if err := optest.Get(t.Context(), env.Client, nsName(ns, "alpha-flux-curve"), after); err != nil {
+		t.Fatal(err)
+	}
+	if after.ResourceVersion != secrets["alpha"].ResourceVersion {
+		t.Errorf("the CURVE Secret was written again by a reconcile: resourceVersion %s, then %s", secrets["alpha"].ResourceVersion, after.ResourceVersion)
+	}
 }
 
 // TestFluxAdmission: what the schema (422) and the Flux plugin at the

@@ -1,30 +1,46 @@
 package flux
 
 import (
+	"context"
 	"crypto/ecdh"
-	"crypto/sha256"
+	"crypto/rand"
 	"fmt"
+	"regexp"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
 )
 
-// curveCertificate is the ZeroMQ CURVE certificate the Flux brokers share,
-// in the format `flux keygen` writes. Its X25519 key pair is derived from
-// SHA-256 of the TrainJob's UID, as upstream Trainer derives it, so every
-// reconcile builds the same Secret. Offline (render) the TrainJob has no
-// UID yet; the seed is then its namespace/name, so each TrainJob still
-// renders a key of its own and the output is reproducible.
-func curveCertificate(trainJob *trainer.TrainJob) (string, error) {
-	seed := string(trainJob.UID)
-	if seed == "" {
-		seed = trainJob.Namespace + "/" + trainJob.Name
+// curveKey is the X25519 key the TrainJob's Flux brokers share: the one
+// its CURVE Secret holds, else a new one from crypto/rand. The key lives
+// only in the Secret: upstream Trainer derives it from SHA-256 of the
+// TrainJob's UID, which anyone who can read the TrainJob can compute and
+// join its brokers with. Reading it back keeps reconciles idempotent (the
+// same Secret is built each time); a Secret whose certificate has no
+// readable secret key gets a new one. Offline the reader finds no Secret
+// (unless the input files hold it), so render shows a new key each run.
+func (f *Flux) curveKey(ctx context.Context, trainJob *trainer.TrainJob) (*ecdh.PrivateKey, error) {
+	name := client.ObjectKey{Namespace: trainJob.Namespace, Name: trainJob.Name + CurveSecretSuffix}
+	secret := &corev1.Secret{}
+	switch err := pipeline.GetControlled(ctx, f.client, trainJob, name, secret); {
+	case err == nil:
+		if b, err := SecretKey(secret.Data[curveCertKey]); err == nil {
+			return ecdh.X25519().NewPrivateKey(b)
+		}
+	case !apierrors.IsNotFound(err):
+		return nil, fmt.Errorf("get CURVE Secret %s: %w", name, err)
 	}
-	secret := sha256.Sum256([]byte(seed))
-	key, err := ecdh.X25519().NewPrivateKey(secret[:])
-	if err != nil {
-		return "", fmt.Errorf("derive the Flux CURVE key: %w", err)
-	}
+	return ecdh.X25519().GenerateKey(rand.Reader)
+}
+
+// curveCertificate is the ZeroMQ CURVE certificate of key, in the format
+// `flux keygen` writes.
+func curveCertificate(trainJob *trainer.TrainJob, key *ecdh.PrivateKey) (string, error) {
 	public, err := z85Encode(key.PublicKey().Bytes())
 	if err != nil {
 		return "", err
@@ -42,6 +58,25 @@ curve
     public-key = %q
     secret-key = %q
 `, trainJob.Namespace, trainJob.Name, trainJob.Name, public, private), nil
+}
+
+var secretKeyLine = regexp.MustCompile(`(?m)^    secret-key = "([^"]*)"$`)
+
+// SecretKey is the X25519 secret key of a certificate in the format
+// curveCertificate writes.
+func SecretKey(cert []byte) ([]byte, error) {
+	m := secretKeyLine.FindSubmatch(cert)
+	if m == nil {
+		return nil, fmt.Errorf("the CURVE certificate has no secret-key line")
+	}
+	key, err := z85Decode(string(m[1]))
+	if err != nil {
+		return nil, err
+	}
+	if len(key) != 32 {
+		return nil, fmt.Errorf("the CURVE secret key has %d bytes, want 32", len(key))
+	}
+	return key, nil
 }
 
 // z85Alphabet is ZeroMQ's Z85 alphabet (RFC 32/Z85).
@@ -65,4 +100,27 @@ func z85Encode(data []byte) (string, error) {
 		b.Write(digits[:])
 	}
 	return b.String(), nil
+}
+
+// z85Decode is the inverse of z85Encode.
+func z85Decode(s string) ([]byte, error) {
+	if len(s)%5 != 0 {
+		return nil, fmt.Errorf("z85: length %d is not a multiple of 5", len(s))
+	}
+	out := make([]byte, 0, len(s)/5*4)
+	for i := 0; i < len(s); i += 5 {
+		var v uint64
+		for _, c := range []byte(s[i : i+5]) {
+			d := strings.IndexByte(z85Alphabet, c)
+			if d < 0 {
+				return nil, fmt.Errorf("z85: %q is not in the alphabet", c)
+			}
+			v = v*85 + uint64(d)
+		}
+		if v > 0xffffffff {
+			return nil, fmt.Errorf("z85: %q is more than 4 bytes", s[i:i+5])
+		}
+		out = append(out, byte(v>>24), byte(v>>16), byte(v>>8), byte(v))
+	}
+	return out, nil
 }

@@ -4,7 +4,8 @@
 // is wrapped by an entrypoint that starts a broker on every pod and runs
 // the command with `flux run` from the first. The plugin builds the
 // ConfigMap of the scripts and the Secret of the brokers' CURVE key. It
-// never reads the cluster: both objects are functions of the TrainJob.
+// reads the cluster only for that Secret: the key is random, generated once
+// and then read back from the Secret, so each reconcile builds the same.
 package flux
 
 import (
@@ -69,7 +70,9 @@ const (
 )
 
 // Flux implements the mlPolicy.flux runtimes.
-type Flux struct{}
+type Flux struct {
+	client client.Reader
+}
 
 var (
 	_ pipeline.EnforceMLPolicyPlugin  = (*Flux)(nil)
@@ -79,7 +82,9 @@ var (
 )
 
 // New builds the Flux plugin.
-func New(context.Context, pipeline.Handle) (pipeline.Plugin, error) { return &Flux{}, nil }
+func New(_ context.Context, h pipeline.Handle) (pipeline.Plugin, error) {
+	return &Flux{client: h.Reader()}, nil
+}
 
 // Name returns the plugin's name.
 func (*Flux) Name() string { return Name }
@@ -248,9 +253,10 @@ func (*Flux) ReconcilerBuilders() []pipeline.ReconcilerBuilder {
 }
 
 // Build returns the ConfigMap of the entrypoint and init scripts and the
-// Secret of the CURVE certificate. Both are derived from the TrainJob
-// alone, so applying them every reconcile changes nothing once they exist.
-func (*Flux) Build(_ context.Context, info *pipeline.RuntimeInfo, trainJob *trainer.TrainJob) ([]client.Object, error) {
+// Secret of the CURVE certificate, whose key is the existing Secret's (see
+// curveKey), so applying them every reconcile changes nothing once they
+// exist.
+func (f *Flux) Build(ctx context.Context, info *pipeline.RuntimeInfo, trainJob *trainer.TrainJob) ([]client.Object, error) {
 	policy := fluxPolicy(info)
 	ps := info.PodSet(trainer.Node)
 	if policy == nil || ps == nil {
@@ -277,7 +283,11 @@ func (*Flux) Build(_ context.Context, info *pipeline.RuntimeInfo, trainJob *trai
 	if err != nil {
 		return nil, err
 	}
-	cert, err := curveCertificate(trainJob)
+	key, err := f.curveKey(ctx, trainJob)
+	if err != nil {
+		return nil, err
+	}
+	cert, err := curveCertificate(trainJob, key)
 	if err != nil {
 		return nil, err
 	}

@@ -4,10 +4,13 @@ import (
 	"context"
 	"crypto/ecdh"
 	"crypto/sha256"
+	"encoding/json"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -15,7 +18,6 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -298,7 +300,7 @@ func TestBuild(t *testing.T) {
 			if tr := tj.Spec.Trainer; tr != nil && tr.NumNodes != nil {
 				info.PodSet(trainer.Node).Count = *tr.NumNodes
 			}
-			objs, err := (&Flux{}).Build(context.Background(), info, tj)
+			objs, err := (&Flux{client: pipeline.OfflineHandle(pipeline.OperatorInfo{}).Reader()}).Build(context.Background(), info, tj)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -326,13 +328,10 @@ func TestBuild(t *testing.T) {
 				golden.Assert(t, filepath.Join(dir, key), []byte(cm.Data[key]))
 				bashParses(t, key, cm.Data[key])
 			}
-			wantCert, err := curveCertificate(tj)
-			if err != nil {
-				t.Fatal(err)
+			if diff := cmp.Diff([]string{"curve.cert"}, slices.Sorted(maps.Keys(secret.Data))); diff != "" {
+				t.Errorf("Secret keys (-want +got):\n%s", diff)
 			}
-			if diff := cmp.Diff(map[string][]byte{"curve.cert": []byte(wantCert)}, secret.Data); diff != "" {
-				t.Errorf("Secret data (-want +got):\n%s", diff)
-			}
+			keysOf(t, string(secret.Data["curve.cert"]))
 		})
 	}
 }
@@ -340,7 +339,7 @@ func TestBuild(t *testing.T) {
 func TestBuildWithoutFluxPolicy(t *testing.T) {
 	rt := fluxRuntime(t, "{jax: {}}", "{}", "command: [hostname]", "[]")
 	tj := trainJob(t, "")
-	objs, err := (&Flux{}).Build(context.Background(), pipelinetest.Info(t, tj, rt), tj)
+	objs, err := (&Flux{client: pipeline.OfflineHandle(pipeline.OperatorInfo{}).Reader()}).Build(context.Background(), pipelinetest.Info(t, tj, rt), tj)
 	if err != nil || objs != nil {
 		t.Errorf("Build = %v, %v; want nothing", objs, err)
 	}
@@ -366,78 +365,111 @@ func keysOf(t *testing.T, cert string) (public, secret []byte) {
 	if len(m) != 2 || m[0][1] != "public" || m[1][1] != "secret" {
 		t.Fatalf("certificate has no public and secret key lines:\n%s", cert)
 	}
-	return z85Decode(t, m[0][2]), z85Decode(t, m[1][2])
-}
-
-// z85Decode is the inverse of z85Encode, for the tests.
-func z85Decode(t *testing.T, s string) []byte {
-	t.Helper()
-	if len(s)%5 != 0 {
-		t.Fatalf("z85 %q: length %d is not a multiple of 5", s, len(s))
-	}
-	var out []byte
-	for i := 0; i < len(s); i += 5 {
-		var v uint32
-		for _, c := range []byte(s[i : i+5]) {
-			d := strings.IndexByte(z85Alphabet, c)
-			if d < 0 {
-				t.Fatalf("z85 %q: %q is not in the alphabet", s, c)
-			}
-			v = v*85 + uint32(d)
-		}
-		out = append(out, byte(v>>24), byte(v>>16), byte(v>>8), byte(v))
-	}
-	return out
-}
-
-func TestCurveCertificate(t *testing.T) {
-	job := func(ns, name, uid string) *trainer.TrainJob {
-		return &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(uid)}}
-	}
-	cert := func(tj *trainer.TrainJob) string {
-		t.Helper()
-		c, err := curveCertificate(tj)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
-
-	a := cert(job("ns", "alpha", "uid-123"))
-	public, secret := keysOf(t, a)
-	seed := sha256.Sum256([]byte("uid-123"))
-	key, err := ecdh.X25519().NewPrivateKey(seed[:])
+	public, err := z85Decode(m[0][2])
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(seed[:], secret); diff != "" {
-		t.Errorf("secret key is not SHA-256 of the UID (-want +got):\n%s", diff)
+	secret, err = z85Decode(m[1][2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return public, secret
+}
+
+// build runs the plugin's Build for tj on a fresh RuntimeInfo of a two-node
+// Flux runtime, with cluster as the cluster its reader sees, and returns
+// the CURVE Secret's certificate.
+func build(t *testing.T, tj *trainer.TrainJob, cluster ...client.Object) string {
+	t.Helper()
+	rt := fluxRuntime(t, "{numNodes: 2, flux: {}}", "{}", "command: [hostname]", "[]")
+	p, err := New(context.Background(), pipeline.OfflineHandle(pipeline.OperatorInfo{}, cluster...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := p.(*Flux).Build(context.Background(), enforce(t, rt, tj), tj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, obj := range objs {
+		if secret, ok := obj.(*corev1.Secret); ok {
+			return string(secret.Data["curve.cert"])
+		}
+	}
+	t.Fatalf("Build returned no Secret: %v", objs)
+	return ""
+}
+
+// TestCurveCertificate: a TrainJob's CURVE key comes from crypto/rand, so
+// that nothing a reader of the TrainJob sees (UID, namespace, name, spec)
+// gives it away: two builds of the same TrainJob without a Secret give two
+// keys, and no hash of those fields is the key. The certificate is in
+// czmq's format, its public key that of its secret key.
+func TestCurveCertificate(t *testing.T) {
+	tj := trainJob(t, "{numNodes: 2}")
+	tj.UID = "uid-123"
+	a := build(t, tj)
+	public, secret := keysOf(t, a)
+	key, err := ecdh.X25519().NewPrivateKey(secret)
+	if err != nil {
+		t.Fatal(err)
 	}
 	if diff := cmp.Diff(key.PublicKey().Bytes(), public); diff != "" {
 		t.Errorf("public key is not X25519 of the secret key (-want +got):\n%s", diff)
 	}
-	wantHeader := "#  ZeroMQ CURVE Secret Certificate\n#  Generated by kubectl-trainjob for TrainJob ns/alpha\n\nmetadata\n    name = \"alpha\"\ncurve\n"
+	wantHeader := "#  ZeroMQ CURVE Secret Certificate\n#  Generated by kubectl-trainjob for TrainJob default/alpha\n\nmetadata\n    name = \"alpha\"\ncurve\n"
 	if !strings.HasPrefix(a, wantHeader) {
 		t.Errorf("certificate does not start with the czmq header %q:\n%s", wantHeader, a)
 	}
 
+	spec, err := json.Marshal(tj.Spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, public := range []string{string(tj.UID), tj.Name, tj.Namespace + "/" + tj.Name, string(spec)} {
+		if seed := sha256.Sum256([]byte(public)); string(seed[:]) == string(secret) {
+			t.Errorf("the secret key is SHA-256 of %q, which every reader of the TrainJob sees", public)
+		}
+	}
+	if _, again := keysOf(t, build(t, tj.DeepCopy())); string(again) == string(secret) {
+		t.Errorf("two builds of TrainJob %s (UID %s) without a Secret gave the same key: it is derived from the TrainJob", tj.Name, tj.UID)
+	}
+}
+
+var publicKeyLine = regexp.MustCompile(`(?m)^    public-key = .*$`)
+
+// TestCurveCertificateReused: once the Secret exists, its key is the
+// TrainJob's: every reconcile builds the same Secret (no write), and an
+// edited certificate is written back from its secret key. A Secret whose
+// key cannot be read, or that the TrainJob does not control, gets a new
+// key.
+func TestCurveCertificateReused(t *testing.T) {
+	tj := trainJob(t, "{numNodes: 2}")
+	cert := build(t, tj)
+	secret := func(data string, owner metav1.Object) *corev1.Secret {
+		return &corev1.Secret{
+			ObjectMeta: pipeline.OwnedObjectMeta(owner.(*trainer.TrainJob), CurveSecretSuffix),
+			Data:       map[string][]byte{"curve.cert": []byte(data)},
+		}
+	}
+	other := tj.DeepCopy()
+	other.UID = "uid-of-another"
 	for _, tc := range []struct {
-		name string
-		a, b *trainer.TrainJob
-		same bool
+		name     string
+		existing *corev1.Secret
+		same     bool
 	}{
-		{"same UID, same key", job("ns", "alpha", "uid-123"), job("ns", "alpha", "uid-123"), true},
-		{"another UID, another key", job("ns", "alpha", "uid-123"), job("ns", "alpha", "uid-456"), false},
-		{"offline: same namespace/name, same key", job("ns", "alpha", ""), job("ns", "alpha", ""), true},
-		{"offline: another name, another key", job("ns", "alpha", ""), job("ns", "beta", ""), false},
-		{"offline: another namespace, another key", job("ns", "alpha", ""), job("other", "alpha", ""), false},
+		{"the Secret as built", secret(cert, tj), true},
+		{"the public key and comments edited", secret("# edited\n"+publicKeyLine.ReplaceAllString(cert, `    public-key = "0000000000000000000000000000000000000000"`), tj), true},
+		{"no certificate", secret("", tj), false},
+		{"a secret key that is not Z85", secret(secretKeyLine.ReplaceAllString(cert, `    secret-key = "~~~~~"`), tj), false},
+		{"another TrainJob's Secret of the name", secret(cert, other), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, secretA := keysOf(t, cert(tc.a))
-			_, secretB := keysOf(t, cert(tc.b))
-			if same := string(secretA) == string(secretB); same != tc.same {
-				t.Errorf("same key = %v, want %v", same, tc.same)
+			got := build(t, tj, tc.existing)
+			if same := got == cert; same != tc.same {
+				t.Errorf("certificate kept = %v, want %v:\n%s", same, tc.same, got)
 			}
+			keysOf(t, got)
 		})
 	}
 }
@@ -465,7 +497,11 @@ func TestZ85Encode(t *testing.T) {
 				t.Errorf("z85Encode = %q, want %q", got, tc.want)
 			}
 			if !tc.wantErr && len(tc.data) > 0 {
-				if diff := cmp.Diff(tc.data, z85Decode(t, got)); diff != "" {
+				decoded, err := z85Decode(got)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if diff := cmp.Diff(tc.data, decoded); diff != "" {
 					t.Errorf("round trip (-want +got):\n%s", diff)
 				}
 			}
