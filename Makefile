@@ -45,8 +45,9 @@ verify: ## Fail when generated files are stale, code is not gofmt'ed or go vet c
 test: verify test-unit test-integration ## Run every test (builds the local cluster's tools when missing).
 
 .PHONY: test-unit
+# TZ: a zone other than UTC, so that a golden that holds the machine's local time fails here, not on a user's machine.
 test-unit: ## Unit tests, golden files and fuzz seed corpora (no cluster).
-	go test $(GO_TEST_FLAGS) ./pkg/... ./plugin/... ./cmd/... ./config/... ./krew/... ./examples/...
+	TZ=America/New_York go test $(GO_TEST_FLAGS) ./pkg/... ./plugin/... ./cmd/... ./config/... ./krew/... ./examples/...
 
 .PHONY: test-integration
 test-integration: tools build ## Tests against a real API server and the local GPU cluster.
@@ -73,10 +74,10 @@ DEMO_ARGS ?=
 demo: ## The product on a local simulated-GPU cluster: a TrainJob followed until Complete; Ctrl-C stops it.
 	@echo "==> make tools: the local cluster's programs (cached by version; about 26 minutes on a fresh machine)"
 	@$(MAKE) --no-print-directory tools
-	@echo "==> make build: bin/kubectl-trainjob (each package is listed while it compiles)"
-	@GOFLAGS=-v $(MAKE) --no-print-directory build
+	@echo "==> make build: bin/kubectl-trainjob"
+	@bash test/demo/build-progress.sh "make build" ./cmd/kubectl-trainjob -- $(MAKE) --no-print-directory build
 	@echo "==> go build ./test/demo: the demo's driver"
-	@go build -v -o bin/demo/demo ./test/demo
+	@bash test/demo/build-progress.sh "go build ./test/demo" ./test/demo -- go build -o bin/demo/demo ./test/demo
 	@bin/demo/demo -binary=bin/kubectl-trainjob -dir=bin/demo $(DEMO_ARGS)
 
 # FUZZTIME is a duration (10m) or a number of executions (1000000x, the default: the issue's bar).
