@@ -55,6 +55,9 @@ func TestSmoke(t *testing.T) {
 	if th.ReconcilesPerTrainJob < 1 {
 		t.Errorf("the operator reconciles each TrainJob at least once; counted %v reconciles per TrainJob", th.ReconcilesPerTrainJob)
 	}
+	if th.Requests < th.Writes+th.Events {
+		t.Errorf("%v API requests per TrainJob, fewer than its %v writes and %v Events", th.Requests, th.Writes, th.Events)
+	}
 	if th.Writes < 1 {
 		t.Errorf("the operator writes at least each TrainJob's JobSet; the audit log shows %v writes per TrainJob: %v", th.Writes, th.WritesPerTrainJob)
 	}
@@ -98,8 +101,8 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("%s profile: no pprof -top table:\n%s", name, top)
 		}
 	}
-	if len(s.Targets) != 13 {
-		t.Errorf("targets: got %d, want the issues' 13: %+v", len(s.Targets), s.Targets)
+	if len(s.Targets) != 14 {
+		t.Errorf("targets: got %d, want the issues' 14: %+v", len(s.Targets), s.Targets)
 	}
 
 	path := filepath.Join(k.Out, "summary.json")

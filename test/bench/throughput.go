@@ -123,6 +123,7 @@ func (b *bench) throughput(ctx context.Context) error {
 	t.ReconcilesPerTrainJob = reconciles / float64(trainJobs)
 	t.Writes = float64(requests.writes.total()) / float64(trainJobs)
 	t.Events = float64(requests.events.total()) / float64(trainJobs)
+	t.Requests = float64(requests.writes.total()+requests.events.total()+requests.reads.total()) / float64(trainJobs)
 	return b.profiledRound(ctx)
 }
 
