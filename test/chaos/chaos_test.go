@@ -29,6 +29,7 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/config"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/runtimes"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/stack"
@@ -130,7 +131,7 @@ func TestEtcdRestartDuringBurst(t *testing.T) {
 // ComponentsCreated=True, none Failed; replicas that exited meanwhile are run again.
 func burstWithFault(t *testing.T, name string, fault func(context.Context) error) {
 	ctx := t.Context()
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t, env.client, "chaos-", nil)
 	var created atomic.Int32
 	struck := make(chan error, 1)
 	go func() {
@@ -181,7 +182,7 @@ func burstWithFault(t *testing.T, name string, fault func(context.Context) error
 // period, and the time to build.
 func TestLeaderFailover(t *testing.T) {
 	ctx := t.Context()
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t, env.client, "chaos-", nil)
 	leader, err := leader(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -214,8 +215,10 @@ func TestLeaderFailover(t *testing.T) {
 	}
 }
 
-// failoverDeadline is how long after its create a TrainJob must be built when the leader has just died.
-const failoverDeadline = 20 * time.Second
+// failoverDeadline is how long after its create a TrainJob must be built when the leader has just died: the
+// dead leader's Lease expires (a lease duration), the other replica takes it at its next try (a retry period),
+// and it then has a minute to start its controllers and build, on a machine of 2 cores busy with other tests.
+const failoverDeadline = config.DefaultLeaseDuration + config.DefaultRetryPeriod + time.Minute
 
 // leader waits until one replica leads, as after a restart one takes the Lease within a lease duration.
 func leader(ctx context.Context) (int, error) {
@@ -228,15 +231,6 @@ func leader(ctx context.Context) (int, error) {
 		return -1, fmt.Errorf("%w: %v", err, last)
 	}
 	return i, nil
-}
-
-func newNamespace(t *testing.T) string {
-	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "chaos-"}}
-	if err := env.client.Create(t.Context(), ns); err != nil {
-		t.Fatal(err)
-	}
-	return ns.Name
 }
 
 // converges waits until every TrainJob of ns is built, running again the replicas that exited.

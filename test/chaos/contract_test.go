@@ -7,7 +7,6 @@ package chaos_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -18,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
@@ -26,25 +24,12 @@ import (
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/controller"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/runtimes"
+	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
+	"github.com/kubectl-trainjob/kubectl-trainjob/test/stack"
 )
 
 // waitTimeout bounds each wait of these tests for the operator to act.
 const waitTimeout = 2 * time.Minute
-
-// eventually polls cond until it is nil, and fails the test with its last error after waitTimeout.
-func eventually(t *testing.T, what string, cond func(ctx context.Context) error) {
-	t.Helper()
-	var last error
-	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
-		if err := cond(ctx); ctx.Err() == nil {
-			last = err
-		}
-		return last == nil, nil
-	})
-	if err != nil {
-		t.Fatalf("%s: %v: %v", what, err, last)
-	}
-}
 
 // trainJob is a one-node torch TrainJob on the shipped runtime.
 func trainJob(ns, name string, suspend bool) *trainer.TrainJob {
@@ -58,7 +43,7 @@ func trainJob(ns, name string, suspend bool) *trainer.TrainJob {
 func condition(t *testing.T, ns, name, typ string, status metav1.ConditionStatus, reason string) *trainer.TrainJob {
 	t.Helper()
 	tj := &trainer.TrainJob{}
-	eventually(t, fmt.Sprintf("TrainJob %s: %s=%s %s", name, typ, status, reason), func(ctx context.Context) error {
+	cluster.Eventually(t, fmt.Sprintf("TrainJob %s: %s=%s %s", name, typ, status, reason), waitTimeout, func(ctx context.Context) error {
 		if err := env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, tj); err != nil {
 			return err
 		}
@@ -76,7 +61,7 @@ func condition(t *testing.T, ns, name, typ string, status metav1.ConditionStatus
 // TrainJob is built.
 func TestNotControlledJobSet(t *testing.T) {
 	ctx := t.Context()
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t, env.client, "chaos-", nil)
 	theirs := &jobsetv1alpha2.JobSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "alpha"}}
 	theirs.Spec.Suspend = ptr.To(true)
 	theirs.Spec.ReplicatedJobs = []jobsetv1alpha2.ReplicatedJob{{Name: "theirs", Replicas: 1}}
@@ -112,14 +97,14 @@ func TestNotControlledJobSet(t *testing.T) {
 	if err := env.client.Delete(ctx, theirs, client.Preconditions{UID: ptr.To(theirs.UID)}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "built once the name is free", func(ctx context.Context) error { return built(ctx, ns, "alpha") })
+	cluster.Eventually(t, "built once the name is free", waitTimeout, func(ctx context.Context) error { return built(ctx, ns, "alpha") })
 }
 
 // TestDriftPutBack: a suspended TrainJob's JobSet patched by someone else to run, and stripped of the label
 // the operator set, is put back: suspended and labelled again (a quota bypass under Kueue otherwise).
 func TestDriftPutBack(t *testing.T) {
 	ctx := t.Context()
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t, env.client, "chaos-", nil)
 	rt := &trainer.TrainingRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "labelled"}}
 	rt.Spec.MLPolicy = &trainer.MLPolicy{NumNodes: ptr.To[int32](1), MLPolicySource: trainer.MLPolicySource{Torch: &trainer.TorchMLPolicySource{}}}
 	rt.Spec.Template.Labels = map[string]string{"team": "ml"}
@@ -141,7 +126,7 @@ func TestDriftPutBack(t *testing.T) {
 	if err := env.client.Patch(ctx, js, client.RawPatch(types.MergePatchType, patch), client.FieldOwner("someone")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the JobSet is suspended and labelled again", func(ctx context.Context) error {
+	cluster.Eventually(t, "the JobSet is suspended and labelled again", waitTimeout, func(ctx context.Context) error {
 		got := &jobsetv1alpha2.JobSet{}
 		if err := env.client.Get(ctx, client.ObjectKeyFromObject(js), got); err != nil {
 			return err
@@ -157,7 +142,7 @@ func TestDriftPutBack(t *testing.T) {
 // it), is not rebuilt when its children go, and the finalizer's removal is admitted, so the deletion ends.
 func TestDeletionNeverRebuilds(t *testing.T) {
 	ctx := t.Context()
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t, env.client, "chaos-", nil)
 	tj := trainJob(ns, "alpha", true)
 	tj.Finalizers = []string{"example.com/hold"}
 	if err := env.client.Create(ctx, tj); err != nil {
@@ -176,12 +161,14 @@ func TestDeletionNeverRebuilds(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// A TrainJob created after the deletions and built: by then the leader has had the deletions' events,
-	// which reach it in moments, and a rebuild would have followed them at once.
+	// The barrier: a TrainJob created after the deletions and built, and then the leader's TrainJob controller
+	// settled. The leader queued the deletions' events before the barrier's creation (one informer, first in
+	// first out), and a worker may still run their reconciles when the barrier is built; settled, they ended.
 	if err := env.client.Create(ctx, trainJob(ns, "barrier", true)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the barrier TrainJob is built", func(ctx context.Context) error { return built(ctx, ns, "barrier") })
+	cluster.Eventually(t, "the barrier TrainJob is built", waitTimeout, func(ctx context.Context) error { return built(ctx, ns, "barrier") })
+	cluster.Eventually(t, "the leader's TrainJob controller settles", waitTimeout, stack.Settled(env.stack.LeaderIdle))
 	for _, obj := range children {
 		err := env.client.Get(ctx, client.ObjectKeyFromObject(obj), obj)
 		if !apierrors.IsNotFound(err) {
@@ -192,7 +179,7 @@ func TestDeletionNeverRebuilds(t *testing.T) {
 	if err := env.client.Patch(ctx, tj, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		t.Fatalf("removing the finalizer of a TrainJob being deleted: %v", err)
 	}
-	eventually(t, "the TrainJob is gone", func(ctx context.Context) error {
+	cluster.Eventually(t, "the TrainJob is gone", waitTimeout, func(ctx context.Context) error {
 		if err := env.client.Get(ctx, client.ObjectKeyFromObject(tj), &trainer.TrainJob{}); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("still there: %v", err)
 		}
@@ -204,22 +191,26 @@ func TestDeletionNeverRebuilds(t *testing.T) {
 // completed (restarted by hand, say) does not make it Complete too.
 func TestFailedStaysFailed(t *testing.T) {
 	ctx := t.Context()
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t, env.client, "chaos-", nil)
 	if err := env.client.Create(ctx, trainJob(ns, "alpha", false)); err != nil {
 		t.Fatal(err)
 	}
 	condition(t, ns, "alpha", trainer.TrainJobComponentsCreated, metav1.ConditionTrue, "")
-	setJobSetStatus(t, ns, "alpha", jobsetv1alpha2.JobSetStatus{Conditions: []metav1.Condition{{Type: string(jobsetv1alpha2.JobSetFailed),
-		Status: metav1.ConditionTrue, Reason: "FailedJobs", Message: "jobset failed", LastTransitionTime: metav1.Now()}}})
+	cluster.SetJobSetStatus(t, env.client, client.ObjectKey{Namespace: ns, Name: "alpha"}, waitTimeout, func(s *jobsetv1alpha2.JobSetStatus) {
+		*s = jobsetv1alpha2.JobSetStatus{Conditions: []metav1.Condition{{Type: string(jobsetv1alpha2.JobSetFailed),
+			Status: metav1.ConditionTrue, Reason: "FailedJobs", Message: "jobset failed", LastTransitionTime: metav1.Now()}}}
+	})
 	condition(t, ns, "alpha", trainer.TrainJobFailed, metav1.ConditionTrue, "")
-	setJobSetStatus(t, ns, "alpha", jobsetv1alpha2.JobSetStatus{
-		Conditions: []metav1.Condition{{Type: string(jobsetv1alpha2.JobSetCompleted), Status: metav1.ConditionTrue,
-			Reason: "AllJobsCompleted", Message: "jobset completed", LastTransitionTime: metav1.Now()}},
-		ReplicatedJobsStatus: []jobsetv1alpha2.ReplicatedJobStatus{{Name: trainer.Node, Succeeded: 1}},
+	cluster.SetJobSetStatus(t, env.client, client.ObjectKey{Namespace: ns, Name: "alpha"}, waitTimeout, func(s *jobsetv1alpha2.JobSetStatus) {
+		*s = jobsetv1alpha2.JobSetStatus{
+			Conditions: []metav1.Condition{{Type: string(jobsetv1alpha2.JobSetCompleted), Status: metav1.ConditionTrue,
+				Reason: "AllJobsCompleted", Message: "jobset completed", LastTransitionTime: metav1.Now()}},
+			ReplicatedJobsStatus: []jobsetv1alpha2.ReplicatedJobStatus{{Name: trainer.Node, Succeeded: 1}},
+		}
 	})
 	// The operator has read the completed JobSet once it copied its jobs' status.
 	tj := &trainer.TrainJob{}
-	eventually(t, "the completed JobSet's jobs status is copied", func(ctx context.Context) error {
+	cluster.Eventually(t, "the completed JobSet's jobs status is copied", waitTimeout, func(ctx context.Context) error {
 		if err := env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "alpha"}, tj); err != nil {
 			return err
 		}
@@ -233,21 +224,4 @@ func TestFailedStaysFailed(t *testing.T) {
 	if !meta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobFailed) || meta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobComplete) {
 		t.Errorf("conditions %+v, want Failed and not Complete", tj.Status.Conditions)
 	}
-}
-
-// setJobSetStatus writes the JobSet's status, as the JobSet controller would.
-func setJobSetStatus(t *testing.T, ns, name string, status jobsetv1alpha2.JobSetStatus) {
-	t.Helper()
-	eventually(t, "write the JobSet's status", func(ctx context.Context) error {
-		js := &jobsetv1alpha2.JobSet{}
-		if err := env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, js); err != nil {
-			return err
-		}
-		js.Status = status
-		err := env.client.Status().Update(ctx, js)
-		if apierrors.IsConflict(err) {
-			return errors.New("the JobSet changed meanwhile")
-		}
-		return err
-	})
 }

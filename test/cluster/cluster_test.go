@@ -16,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -41,14 +40,6 @@ func newClient(t *testing.T, c *cluster.Cluster) client.Client {
 		t.Fatal(err)
 	}
 	return cl
-}
-
-// eventually polls cond until it holds, failing the test after waitTimeout.
-func eventually(t *testing.T, what string, cond func(ctx context.Context) (bool, error)) {
-	t.Helper()
-	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, waitTimeout, true, cond); err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
-	}
 }
 
 func TestAPIProfile(t *testing.T) {
@@ -146,8 +137,8 @@ func TestRestarts(t *testing.T) {
 		if err := restart(t.Context(), time.Second); err != nil {
 			t.Fatalf("restart %s: %v", name, err)
 		}
-		eventually(t, "the namespace after a restart of "+name, func(ctx context.Context) (bool, error) {
+		cluster.Eventually(t, "the namespace after a restart of "+name, waitTimeout, cluster.Holds(func(ctx context.Context) (bool, error) {
 			return cl.Get(ctx, client.ObjectKeyFromObject(ns), &corev1.Namespace{}) == nil, nil
-		})
+		}))
 	}
 }

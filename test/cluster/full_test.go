@@ -174,7 +174,7 @@ func (s *suite) recordPodPhases(t *testing.T, ns string) func() [][]corev1.PodPh
 // waitCompleted waits until the JobSet js is Completed (what names the wait), failing the test if it fails.
 func (s *suite) waitCompleted(t *testing.T, js *jobsetv1alpha2.JobSet, what string) {
 	t.Helper()
-	eventually(t, what, func(ctx context.Context) (bool, error) {
+	cluster.Eventually(t, what, waitTimeout, cluster.Holds(func(ctx context.Context) (bool, error) {
 		if err := s.cl.Get(ctx, client.ObjectKeyFromObject(js), js); err != nil {
 			return false, err
 		}
@@ -182,7 +182,7 @@ func (s *suite) waitCompleted(t *testing.T, js *jobsetv1alpha2.JobSet, what stri
 			return false, fmt.Errorf("JobSet failed: %+v", js.Status.Conditions)
 		}
 		return meta.IsStatusConditionTrue(js.Status.Conditions, string(jobsetv1alpha2.JobSetCompleted)), nil
-	})
+	}))
 }
 
 func isGPUNode(name string) bool { return strings.HasPrefix(name, "gpu-node-") }
@@ -197,7 +197,7 @@ func (s *suite) tooManyGPUs(t *testing.T) {
 		t.Fatal(err)
 	}
 	var scheduled *corev1.PodCondition
-	eventually(t, "PodScheduled=False", func(ctx context.Context) (bool, error) {
+	cluster.Eventually(t, "PodScheduled=False", waitTimeout, cluster.Holds(func(ctx context.Context) (bool, error) {
 		if err := s.cl.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
 			return false, err
 		}
@@ -207,7 +207,7 @@ func (s *suite) tooManyGPUs(t *testing.T) {
 			}
 		}
 		return scheduled != nil, nil
-	})
+	}))
 	want := corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}
 	if diff := cmp.Diff(want, *scheduled, cmpopts.IgnoreFields(corev1.PodCondition{}, "Message", "LastProbeTime", "LastTransitionTime", "ObservedGeneration")); diff != "" {
 		t.Errorf("PodScheduled condition (-want +got):\n%s", diff)
@@ -234,12 +234,12 @@ func (s *suite) noToleration(t *testing.T) {
 	if err := s.cl.Create(t.Context(), job); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "Job Complete", func(ctx context.Context) (bool, error) {
+	cluster.Eventually(t, "Job Complete", waitTimeout, cluster.Holds(func(ctx context.Context) (bool, error) {
 		if err := s.cl.Get(ctx, client.ObjectKeyFromObject(job), job); err != nil {
 			return false, err
 		}
 		return job.Status.Succeeded == 6, nil
-	})
+	}))
 	var pods corev1.PodList
 	if err := s.cl.List(t.Context(), &pods, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)
@@ -346,7 +346,7 @@ func (s *suite) exitCodeOnFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	var failed *batchv1.JobCondition
-	eventually(t, "Job Failed", func(ctx context.Context) (bool, error) {
+	cluster.Eventually(t, "Job Failed", waitTimeout, cluster.Holds(func(ctx context.Context) (bool, error) {
 		if err := s.cl.Get(ctx, client.ObjectKeyFromObject(job), job); err != nil {
 			return false, err
 		}
@@ -356,7 +356,7 @@ func (s *suite) exitCodeOnFailure(t *testing.T) {
 			}
 		}
 		return failed != nil, nil
-	})
+	}))
 	if failed.Reason != batchv1.JobReasonBackoffLimitExceeded {
 		t.Errorf("Job failed with reason %q, want %q", failed.Reason, batchv1.JobReasonBackoffLimitExceeded)
 	}
@@ -386,12 +386,12 @@ func (s *suite) restartAnnotation(t *testing.T) {
 	if err := s.cl.Patch(t.Context(), pod, patch); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "restartCount 1", func(ctx context.Context) (bool, error) {
+	cluster.Eventually(t, "restartCount 1", waitTimeout, cluster.Holds(func(ctx context.Context) (bool, error) {
 		if err := s.cl.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
 			return false, err
 		}
 		return pod.Status.ContainerStatuses[0].RestartCount == 1, nil
-	})
+	}))
 	if pod.Status.Phase != corev1.PodRunning || pod.Status.ContainerStatuses[0].State.Running == nil {
 		t.Errorf("pod phase %s, container state %+v, want a running container", pod.Status.Phase, pod.Status.ContainerStatuses[0].State)
 	}
@@ -423,7 +423,7 @@ func (s *suite) crashLoop(t *testing.T) {
 		t.Fatal(err)
 	}
 	var backingOff corev1.ContainerStatus
-	eventually(t, "CrashLoopBackOff", func(ctx context.Context) (bool, error) {
+	cluster.Eventually(t, "CrashLoopBackOff", waitTimeout, cluster.Holds(func(ctx context.Context) (bool, error) {
 		if err := s.cl.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
 			return false, err
 		}
@@ -432,7 +432,7 @@ func (s *suite) crashLoop(t *testing.T) {
 			return true, nil
 		}
 		return false, nil
-	})
+	}))
 	want := corev1.ContainerStatus{Name: "main", Image: "busybox", RestartCount: 1,
 		State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
 		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error"}}}
@@ -442,12 +442,12 @@ func (s *suite) crashLoop(t *testing.T) {
 	if c := podCondition(pod, corev1.PodReady); c == nil || c.Status != corev1.ConditionFalse || pod.Status.Phase != corev1.PodRunning {
 		t.Errorf("pod %s with Ready %+v, want Running and not ready", pod.Status.Phase, c)
 	}
-	eventually(t, "the second crash", func(ctx context.Context) (bool, error) {
+	cluster.Eventually(t, "the second crash", waitTimeout, cluster.Holds(func(ctx context.Context) (bool, error) {
 		if err := s.cl.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
 			return false, err
 		}
 		return pod.Status.ContainerStatuses[0].RestartCount >= 2, nil
-	})
+	}))
 }
 
 func (s *suite) imagePullError(t *testing.T) {
@@ -458,13 +458,13 @@ func (s *suite) imagePullError(t *testing.T) {
 	if err := s.cl.Create(t.Context(), pod); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "ImagePullBackOff", func(ctx context.Context) (bool, error) {
+	cluster.Eventually(t, "ImagePullBackOff", waitTimeout, cluster.Holds(func(ctx context.Context) (bool, error) {
 		if err := s.cl.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
 			return false, err
 		}
 		st := pod.Status.ContainerStatuses
 		return len(st) == 1 && st[0].State.Waiting != nil && st[0].State.Waiting.Reason == "ImagePullBackOff", nil
-	})
+	}))
 	const image = "ghcr.io/example/no-such-image:1"
 	wantMessage := `Back-off pulling image "` + image + `": ErrImagePull: failed to pull and unpack image "` + image +
 		`": failed to resolve reference "` + image + `": ` + image + `: not found`
@@ -509,13 +509,13 @@ func (s *suite) someIndexes(t *testing.T) {
 		if err := s.cl.Create(t.Context(), pod); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "pod "+pod.Name+" ended", func(ctx context.Context) (bool, error) {
+		cluster.Eventually(t, "pod "+pod.Name+" ended", waitTimeout, cluster.Holds(func(ctx context.Context) (bool, error) {
 			if err := s.cl.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
 				return false, err
 			}
 			phases[index] = pod.Status.Phase
 			return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed, nil
-		})
+		}))
 	}
 	if diff := cmp.Diff(map[string]corev1.PodPhase{"0": corev1.PodSucceeded, "1": corev1.PodFailed}, phases); diff != "" {
 		t.Errorf("phases by completion index (-want +got):\n%s", diff)
@@ -576,12 +576,12 @@ func (s *suite) createRunning(t *testing.T, pod *corev1.Pod) {
 
 func (s *suite) waitPhase(t *testing.T, pod *corev1.Pod, phase corev1.PodPhase) {
 	t.Helper()
-	eventually(t, fmt.Sprintf("pod %s %s", pod.Name, phase), func(ctx context.Context) (bool, error) {
+	cluster.Eventually(t, fmt.Sprintf("pod %s %s", pod.Name, phase), waitTimeout, cluster.Holds(func(ctx context.Context) (bool, error) {
 		if err := s.cl.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
 			return false, err
 		}
 		return pod.Status.Phase == phase, nil
-	})
+	}))
 }
 
 // testCRDDirs are the CRD folders to install: the defaults, or test/crds alone while config/crd/bases does not

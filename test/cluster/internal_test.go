@@ -177,8 +177,12 @@ func TestFreePortReserves(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if port < portRangeFirst || port > portRangeLast {
-		t.Errorf("port %d outside %d–%d", port, portRangeFirst, portRangeLast)
+	ephemeralFirst, ephemeralLast, err := ephemeralPorts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if port >= ephemeralFirst && port <= ephemeralLast {
+		t.Errorf("port %d in the ephemeral range %d–%d", port, ephemeralFirst, ephemeralLast)
 	}
 	if reservePort(port) {
 		t.Errorf("port %d reserved twice by one process", port)
@@ -208,5 +212,32 @@ func TestFreePortReserves(t *testing.T) {
 		if got := reservePort(p); got != tc.want {
 			t.Errorf("%s: reservePort = %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestFreePortRange: FreePort's ports lie outside the ephemeral range the kernel says it has, wherever it is.
+func TestFreePortRange(t *testing.T) {
+	for _, tc := range []struct {
+		name, ipLocalPortRange string
+		first, last            int
+		err                    bool
+	}{
+		{name: "Linux's default", ipLocalPortRange: "32768\t60999\n", first: 20000, last: 32767},
+		{name: "a range that starts low", ipLocalPortRange: "15000 60999", first: 10000, last: 14999},
+		{name: "a range that starts too low", ipLocalPortRange: "1024 40000", first: 40001, last: 52768},
+		{name: "every port", ipLocalPortRange: "1024 65535", err: true},
+		{name: "not a range", ipLocalPortRange: "32768", err: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ipLocalPortRange = filepath.Join(t.TempDir(), "ip_local_port_range")
+			t.Cleanup(func() { ipLocalPortRange = "/proc/sys/net/ipv4/ip_local_port_range" })
+			if err := os.WriteFile(ipLocalPortRange, []byte(tc.ipLocalPortRange), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			first, last, err := freePortRange()
+			if (err != nil) != tc.err || first != tc.first || last != tc.last {
+				t.Errorf("freePortRange() = %d, %d, %v; want %d, %d, error %v", first, last, err, tc.first, tc.last, tc.err)
+			}
+		})
 	}
 }

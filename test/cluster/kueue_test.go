@@ -52,13 +52,13 @@ func TestKueue(t *testing.T) {
 			}
 		}
 		// Kueue sees the JobSet complete after the JobSet controller does.
-		eventually(t, "the Workload Finished", func(ctx context.Context) (bool, error) {
+		cluster.Eventually(t, "the Workload Finished", waitTimeout, cluster.Holds(func(ctx context.Context) (bool, error) {
 			wl, err := findWorkload(ctx, s, ns, js.Name)
 			if wl == nil || err != nil {
 				return false, err
 			}
 			return condition(wl, "Finished")["status"] == "True", nil
-		})
+		}))
 	})
 
 	t.Run("a JobSet above the quota stays suspended and its Workload says why", func(t *testing.T) {
@@ -66,7 +66,7 @@ func TestKueue(t *testing.T) {
 		if err := s.cl.Create(t.Context(), js); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "the Workload not admitted for lack of nvidia.com/gpu", func(ctx context.Context) (bool, error) {
+		cluster.Eventually(t, "the Workload not admitted for lack of nvidia.com/gpu", waitTimeout, cluster.Holds(func(ctx context.Context) (bool, error) {
 			wl, err := findWorkload(ctx, s, ns, js.Name)
 			if wl == nil || err != nil {
 				return false, err
@@ -74,7 +74,7 @@ func TestKueue(t *testing.T) {
 			cond := condition(wl, "QuotaReserved")
 			msg, _ := cond["message"].(string)
 			return cond["status"] == "False" && strings.Contains(msg, string(cluster.GPUResource)), nil
-		})
+		}))
 		if err := s.cl.Get(t.Context(), client.ObjectKeyFromObject(js), js); err != nil {
 			t.Fatal(err)
 		}

@@ -191,24 +191,33 @@ func tlsServing(ctx context.Context, addr string) (bool, error) {
 // Ports for the programs that take a port number, not a listener (kube-controller-manager, kube-scheduler,
 // KWOK). A port the kernel picked for a listener and that was closed again can be handed out at once as the
 // local port of an outgoing connection, or to another test package running at the same time, before the
-// program binds it. So these ports come from below the kernel's ephemeral range (32768–60999 by default),
-// which no outgoing connection takes, and each is reserved across the processes of this machine by a file
-// created exclusively in portDir, holding the reserving process's id; a reservation whose process is gone is
-// taken over.
+// program binds it. So these ports come from outside the kernel's ephemeral range (ip_local_port_range,
+// 32768–60999 by default), which no outgoing connection takes: the 12 768 ports below it (not below 10 000),
+// or the ports above it where it starts too low. Each is reserved across the processes of this machine by a
+// file created exclusively in portDir, holding the reserving process's id; a reservation whose process is
+// gone is taken over.
 const (
-	portRangeFirst = 20000
-	portRangeLast  = 32767
+	portFloor    = 10000
+	portSpan     = 12768
+	portsAtLeast = 1000
 )
 
-var portDir = filepath.Join(os.TempDir(), "trainjob-ports")
+var (
+	portDir          = filepath.Join(os.TempDir(), "trainjob-ports")
+	ipLocalPortRange = "/proc/sys/net/ipv4/ip_local_port_range"
+)
 
 // FreePort returns a TCP port on 127.0.0.1, free now and reserved for this process.
 func FreePort() (int, error) {
+	first, last, err := freePortRange()
+	if err != nil {
+		return 0, err
+	}
 	if err := os.MkdirAll(portDir, 0o755); err != nil {
 		return 0, err
 	}
 	for range 1000 {
-		port := portRangeFirst + rand.IntN(portRangeLast-portRangeFirst+1)
+		port := first + rand.IntN(last-first+1)
 		if !reservePort(port) {
 			continue
 		}
@@ -221,7 +230,22 @@ func FreePort() (int, error) {
 		}
 		return port, nil
 	}
-	return 0, fmt.Errorf("no free port in %d–%d", portRangeFirst, portRangeLast)
+	return 0, fmt.Errorf("no free port in %d–%d", first, last)
+}
+
+// freePortRange is where FreePort picks its ports: below the kernel's ephemeral range, or above it.
+func freePortRange() (first, last int, err error) {
+	ephemeralFirst, ephemeralLast, err := ephemeralPorts()
+	if err != nil {
+		return 0, 0, err
+	}
+	if first, last = max(portFloor, ephemeralFirst-portSpan), ephemeralFirst-1; last-first+1 >= portsAtLeast {
+		return first, last, nil
+	}
+	if first, last = ephemeralLast+1, min(65535, ephemeralLast+portSpan); last-first+1 >= portsAtLeast {
+		return first, last, nil
+	}
+	return 0, 0, fmt.Errorf("the ephemeral port range %d–%d (net.ipv4.ip_local_port_range) leaves no %d ports above %d outside it", ephemeralFirst, ephemeralLast, portsAtLeast, portFloor)
 }
 
 // FreePorts returns n distinct ports of FreePort.
@@ -238,17 +262,33 @@ func FreePorts(n int) ([]int, error) {
 }
 
 // EphemeralPortsFirst is the first port of the kernel's ephemeral range, from which it hands out the local
-// ports of outgoing connections (and of listeners on port 0); FreePort's ports lie below it.
+// ports of outgoing connections (and of listeners on port 0).
 func EphemeralPortsFirst() (int, error) {
-	data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	first, _, err := ephemeralPorts()
+	return first, err
+}
+
+// ephemeralPorts is the kernel's ephemeral port range, net.ipv4.ip_local_port_range; Linux's default where
+// there is no such file.
+func ephemeralPorts() (first, last int, err error) {
+	data, err := os.ReadFile(ipLocalPortRange)
+	if errors.Is(err, os.ErrNotExist) {
+		return 32768, 60999, nil
+	}
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	fields := strings.Fields(string(data))
-	if len(fields) != 2 {
-		return 0, fmt.Errorf("ip_local_port_range: %q, want two ports", data)
+	if len(fields) == 2 {
+		first, err = strconv.Atoi(fields[0])
+		if err == nil {
+			last, err = strconv.Atoi(fields[1])
+		}
+		if err == nil && first <= last {
+			return first, last, nil
+		}
 	}
-	return strconv.Atoi(fields[0])
+	return 0, 0, fmt.Errorf("ip_local_port_range: %q, want two ports, the first not above the second", data)
 }
 
 // reservePort reserves port for this process unless a running process holds it.

@@ -127,7 +127,7 @@ func (s *suite) runToSuccess(t *testing.T, pods ...*corev1.Pod) {
 		}
 	}
 	for _, pod := range pods {
-		eventually(t, fmt.Sprintf("pod %s Succeeded", pod.Name), func(ctx context.Context) (bool, error) {
+		cluster.Eventually(t, fmt.Sprintf("pod %s Succeeded", pod.Name), waitTimeout, cluster.Holds(func(ctx context.Context) (bool, error) {
 			if err := s.cl.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
 				return false, err
 			}
@@ -135,7 +135,7 @@ func (s *suite) runToSuccess(t *testing.T, pods ...*corev1.Pod) {
 				return false, fmt.Errorf("pod %s Failed: %s", pod.Name, s.podLog(t, pod))
 			}
 			return pod.Status.Phase == corev1.PodSucceeded, nil
-		})
+		}))
 		if pod.Spec.NodeName != cluster.RealNodeName {
 			t.Errorf("pod %s ran on %s, want %s", pod.Name, pod.Spec.NodeName, cluster.RealNodeName)
 		}
@@ -157,10 +157,10 @@ func (s *suite) podLog(t *testing.T, pod *corev1.Pod) string {
 func (s *suite) realNamespace(t *testing.T) string {
 	t.Helper()
 	ns := s.namespace(t)
-	eventually(t, "ServiceAccount default in "+ns, func(ctx context.Context) (bool, error) {
+	cluster.Eventually(t, "ServiceAccount default in "+ns, waitTimeout, cluster.Holds(func(ctx context.Context) (bool, error) {
 		err := s.cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: "default"}, &corev1.ServiceAccount{})
 		return err == nil, nil
-	})
+	}))
 	return ns
 }
 

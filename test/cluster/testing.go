@@ -2,14 +2,24 @@ package cluster
 
 import (
 	"bytes"
+	"context"
+	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 )
 
 // StartForTest starts a cluster for a test and stops it when the test ends. The components' logs go to a
@@ -102,16 +112,31 @@ func RequireRealContainers(t testing.TB) {
 	requireMachine(t, RealContainersSupported())
 }
 
+// RealNodeHere tells whether the real node runs on this machine, for a test that runs everything as processes
+// where it cannot. As RequireRealNode, it fails t on a machine that could run it but lacks what `make tools`
+// installs: there a fall-back to processes would hide a broken setup.
+func RealNodeHere(t testing.TB) bool {
+	t.Helper()
+	unsupported := RealNodeSupported()
+	if unsupported != nil && machineCouldRunContainers() {
+		t.Fatal(unsupported)
+	}
+	return unsupported == nil
+}
+
 func requireMachine(t testing.TB, unsupported error) {
 	t.Helper()
 	if unsupported == nil {
 		return
 	}
-	if runtime.GOOS != "linux" || os.Geteuid() != 0 {
+	if !machineCouldRunContainers() {
 		t.Skipf("this machine cannot run real containers: %v", unsupported)
 	}
 	t.Fatal(unsupported)
 }
+
+// machineCouldRunContainers: Linux, as root; what else real containers need, `make tools` installs.
+func machineCouldRunContainers() bool { return runtime.GOOS == "linux" && os.Geteuid() == 0 }
 
 // SyncBuffer is a bytes.Buffer that a command and its goroutines write to while a test reads it.
 type SyncBuffer struct {
@@ -129,4 +154,92 @@ func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// PollInterval is how often Eventually asks.
+const PollInterval = 100 * time.Millisecond
+
+// ErrCannotHappen, wrapped in a condition's error, ends Eventually at once: what it waits for can no longer
+// happen.
+var ErrCannotHappen = errors.New("cannot happen any more")
+
+// Eventually polls cond every PollInterval until it returns nil, and fails t with cond's last error after
+// timeout, or at once when that error wraps ErrCannotHappen. It is the one wait of the tests on the local
+// cluster: they wait on conditions with deadlines, never sleep.
+func Eventually(t testing.TB, what string, timeout time.Duration, cond func(ctx context.Context) error) {
+	t.Helper()
+	var last error
+	err := wait.PollUntilContextTimeout(t.Context(), PollInterval, timeout, true, func(ctx context.Context) (bool, error) {
+		err := cond(ctx)
+		if ctx.Err() == nil || last == nil {
+			last = err
+		}
+		if errors.Is(err, ErrCannotHappen) {
+			return false, err
+		}
+		return err == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("%s: not within %v: %v", what, timeout, errors.Join(last, err))
+	}
+}
+
+// Holds adapts a condition that says whether it holds, as client-go's wait takes it, to Eventually: false is
+// not yet, an error ends the wait at once.
+func Holds(cond func(ctx context.Context) (bool, error)) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		ok, err := cond(ctx)
+		switch {
+		case err != nil:
+			return fmt.Errorf("%w: %w", ErrCannotHappen, err)
+		case !ok:
+			return errors.New("not yet")
+		}
+		return nil
+	}
+}
+
+// NewNamespace creates a namespace for test t, its name made of prefix, the test's name and a random
+// suffix, and deletes it when the test ends; when the test failed, onFailure (if not nil) is called first
+// with the namespace's name, to print what it holds.
+func NewNamespace(t testing.TB, c client.Client, prefix string, onFailure func(t testing.TB, ns string)) string {
+	t.Helper()
+	name := prefix + strings.Trim(regexp.MustCompile(`[^a-z0-9]+`).ReplaceAllString(strings.ToLower(t.Name()), "-"), "-")
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: strings.TrimRight(name[:min(len(name), 40)], "-") + "-"}}
+	if err := c.Create(t.Context(), ns); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() && onFailure != nil {
+			onFailure(t, ns.Name)
+		}
+		if err := c.Delete(context.Background(), ns); client.IgnoreNotFound(err) != nil {
+			t.Errorf("delete namespace %s: %v", ns.Name, err)
+		}
+	})
+	return ns.Name
+}
+
+// SetJobSetStatus edits the status of JobSet key as the JobSet controller would write it, again on a
+// conflict, within timeout.
+func SetJobSetStatus(t testing.TB, c client.Client, key client.ObjectKey, timeout time.Duration, edit func(*jobsetv1alpha2.JobSetStatus)) {
+	t.Helper()
+	Eventually(t, "write the status of JobSet "+key.String(), timeout, func(ctx context.Context) error {
+		js := &jobsetv1alpha2.JobSet{}
+		if err := c.Get(ctx, key, js); err != nil {
+			return err
+		}
+		edit(&js.Status)
+		return c.Status().Update(ctx, js)
+	})
+}
+
+// FreePortFor is FreePort for test t, which it fails when there is none.
+func FreePortFor(t testing.TB) int {
+	t.Helper()
+	port, err := FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return port
 }

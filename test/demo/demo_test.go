@@ -34,6 +34,7 @@ const demoTimeout = defaultTimeout
 // prints them; then every command of the "try next" list that `make demo` prints is run against the same
 // cluster, and everything stops.
 func TestNoWait(t *testing.T) {
+	realNode := cluster.RealNodeHere(t)
 	dir := t.TempDir()
 	binary, err := stack.Binary(t.Context(), dir)
 	if err != nil {
@@ -42,7 +43,7 @@ func TestNoWait(t *testing.T) {
 	out := &cluster.SyncBuffer{}
 	err = run(t.Context(), options{noWait: true, timeout: demoTimeout, binary: binary, dir: dir, out: out,
 		then: func(ctx context.Context, env []string) error {
-			if cluster.RealNodeSupported() == nil {
+			if realNode {
 				if err := realPods(ctx, env); err != nil {
 					t.Error(err)
 				}
@@ -60,7 +61,7 @@ func TestNoWait(t *testing.T) {
 	if !strings.Contains(out.String(), "\nTrainJob default/demo is Complete, ") {
 		t.Errorf("the demo's output does not say that the TrainJob is Complete")
 	}
-	if cluster.RealNodeSupported() != nil {
+	if !realNode {
 		if !strings.HasPrefix(out.String(), "Mode: process — no real node here (") {
 			t.Errorf("the demo does not say that it runs in process mode, and why")
 		}

@@ -92,7 +92,7 @@ func TestReferenceExamples(t *testing.T) {
 	} {
 		t.Run(strings.TrimSuffix(tc.file, ".yaml"), func(t *testing.T) {
 			t.Parallel()
-			ns := newNamespace(t)
+			ns := cluster.NewNamespace(t, suite.client, "e2e-", diagnose)
 			if tc.prepare != nil {
 				tc.prepare(t, ns)
 			}
@@ -116,7 +116,7 @@ func TestReferenceExamples(t *testing.T) {
 	// TrainJob webhook refuses it as upstream's does.
 	t.Run("trainjob-05-multi-step-refused", func(t *testing.T) {
 		t.Parallel()
-		ns := newNamespace(t)
+		ns := cluster.NewNamespace(t, suite.client, "e2e-", diagnose)
 		err := stack.ApplyFile(t.Context(), suite.client, example("trainjob-05-multi-step.yaml"), ns)
 		const want = "must have volumeMount with name - initializer"
 		if err == nil || !strings.Contains(err.Error(), want) {

@@ -19,6 +19,7 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 )
 
 // TestTrainerPodFails: a trainer pod exits with code 3 under restartPolicy Never and backoffLimit 0, its Job
@@ -26,7 +27,7 @@ import (
 // `kubectl trainjob logs -f`, started when the TrainJob was created, exits with code 2.
 func TestTrainerPodFails(t *testing.T) {
 	t.Parallel()
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t, suite.client, "e2e-", diagnose)
 	apply(t, ns, testdata("torch-fail-fast.yaml"))
 	mustKubectlTrainJob(t, "create", "-n", ns, "-f", testdata("fails.yaml"))
 
@@ -97,7 +98,7 @@ func tooManyGPUsMessage(t *testing.T) *regexp.Regexp {
 // `kubectl trainjob fit` agrees (exit 5), and `kubectl trainjob delete` removes it with every child.
 func TestDoesNotFitStaysPending(t *testing.T) {
 	t.Parallel()
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t, suite.client, "e2e-", diagnose)
 	unschedulableMessage := tooManyGPUsMessage(t)
 	// create warns before it sends the TrainJob, and sends it all the same: the cluster may grow.
 	r := kubectlTrainJob(t, "create", "-n", ns, "-f", testdata("too-big.yaml"))
@@ -105,7 +106,7 @@ func TestDoesNotFitStaysPending(t *testing.T) {
 		t.Fatalf("create: want exit 0 and a warning that the TrainJob fits nowhere because no node has 16 GPUs: %v", r)
 	}
 
-	eventually(t, "the trainer pods Unschedulable", runTimeout, func(ctx context.Context) error {
+	cluster.Eventually(t, "the trainer pods Unschedulable", runTimeout, func(ctx context.Context) error {
 		pods, err := jobSetPods(ctx, ns, "too-big")
 		if err != nil {
 			return err
@@ -121,7 +122,7 @@ func TestDoesNotFitStaysPending(t *testing.T) {
 		}
 		return nil
 	})
-	eventually(t, "kubectl trainjob status explains it", cliTimeout, func(ctx context.Context) error {
+	cluster.Eventually(t, "kubectl trainjob status explains it", cliTimeout, func(ctx context.Context) error {
 		cmd, stdout, stderr := command(ctx, "status", "-n", ns, "too-big")
 		if err := cmd.Run(); err != nil {
 			return fmt.Errorf("%w: %s", err, stderr)
@@ -161,7 +162,7 @@ func TestDoesNotFitStaysPending(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustKubectlTrainJob(t, "delete", "-n", ns, "too-big", "--yes")
-	eventually(t, "the TrainJob and every child gone", runTimeout, func(ctx context.Context) error {
+	cluster.Eventually(t, "the TrainJob and every child gone", runTimeout, func(ctx context.Context) error {
 		return noneLeft(ctx, ns, tj.UID)
 	})
 }
@@ -210,7 +211,7 @@ func podCondition(p *corev1.Pod, t corev1.PodConditionType) *corev1.PodCondition
 // DeadlineExceeded.
 func TestActiveDeadline(t *testing.T) {
 	t.Parallel()
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t, suite.client, "e2e-", diagnose)
 	begin := time.Now()
 	mustKubectlTrainJob(t, "create", "-n", ns, "-f", testdata("deadline.yaml"))
 	tj := waitTrainJob(t, ns, "deadline", trainer.TrainJobFailed, runTimeout)
@@ -228,11 +229,11 @@ func TestActiveDeadline(t *testing.T) {
 // resume` runs it to Complete.
 func TestSuspendAndResume(t *testing.T) {
 	t.Parallel()
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t, suite.client, "e2e-", diagnose)
 	mustKubectlTrainJob(t, "create", "suspended", "-n", ns, "--runtime", "torch-distributed", "--nodes", "2", "--suspend",
 		"--", "torchrun", "/workspace/train.py")
 	waitTrainJob(t, ns, "suspended", trainer.TrainJobSuspended, runTimeout)
-	eventually(t, "a suspended JobSet", runTimeout, func(ctx context.Context) error {
+	cluster.Eventually(t, "a suspended JobSet", runTimeout, func(ctx context.Context) error {
 		var js jobsetv1alpha2.JobSet
 		if err := suite.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "suspended"}, &js); err != nil {
 			return err

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -21,13 +20,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	"sigs.k8s.io/yaml"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/stack"
 )
 
@@ -87,29 +86,6 @@ func readNodes(ctx context.Context) ([]corev1.Node, error) {
 	var nodes corev1.NodeList
 	err := suite.client.List(ctx, &nodes)
 	return nodes.Items, err
-}
-
-// newNamespace creates a namespace for the test, deleted when it ends; if the test fails, what the
-// namespace holds and the logs of every component are printed first.
-func newNamespace(t *testing.T) string {
-	t.Helper()
-	prefix := "e2e-" + strings.Trim(regexp.MustCompile(`[^a-z0-9]+`).ReplaceAllString(strings.ToLower(t.Name()), "-"), "-")
-	if len(prefix) > 40 {
-		prefix = prefix[:40]
-	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: strings.TrimRight(prefix, "-") + "-"}}
-	if err := suite.client.Create(t.Context(), ns); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			diagnose(t, ns.Name)
-		}
-		if err := suite.client.Delete(context.Background(), ns); client.IgnoreNotFound(err) != nil {
-			t.Errorf("delete namespace %s: %v", ns.Name, err)
-		}
-	})
-	return ns.Name
 }
 
 // testdata is the path of a file of testdata/.
@@ -177,25 +153,6 @@ func mustKubectlTrainJob(t *testing.T, args ...string) string {
 	return r.stdout
 }
 
-// eventually polls cond until it returns nil, and fails the test with cond's last error after timeout.
-func eventually(t *testing.T, what string, timeout time.Duration, cond func(ctx context.Context) error) {
-	t.Helper()
-	var last error
-	err := wait.PollUntilContextTimeout(t.Context(), pollEvery, timeout, true, func(ctx context.Context) (bool, error) {
-		last = cond(ctx)
-		if errors.Is(last, errStop) {
-			return false, last
-		}
-		return last == nil, nil
-	})
-	if err != nil {
-		t.Fatalf("%s: not within %v: %v", what, timeout, errors.Join(last, err))
-	}
-}
-
-// errStop, wrapped in a condition's error, ends the wait at once: what it waits for can no longer happen.
-var errStop = errors.New("cannot happen any more")
-
 // trainJob reads a TrainJob.
 func trainJob(ctx context.Context, ns, name string) (*trainer.TrainJob, error) {
 	tj := &trainer.TrainJob{}
@@ -207,7 +164,7 @@ func trainJob(ctx context.Context, ns, name string) (*trainer.TrainJob, error) {
 func waitTrainJob(t *testing.T, ns, name, condition string, timeout time.Duration) *trainer.TrainJob {
 	t.Helper()
 	var tj *trainer.TrainJob
-	eventually(t, fmt.Sprintf("TrainJob %s/%s %s", ns, name, condition), timeout, func(ctx context.Context) error {
+	cluster.Eventually(t, fmt.Sprintf("TrainJob %s/%s %s", ns, name, condition), timeout, func(ctx context.Context) error {
 		var err error
 		if tj, err = trainJob(ctx, ns, name); err != nil {
 			return err
@@ -217,7 +174,7 @@ func waitTrainJob(t *testing.T, ns, name, condition string, timeout time.Duratio
 		}
 		for _, terminal := range []string{trainer.TrainJobComplete, trainer.TrainJobFailed} {
 			if c := meta.FindStatusCondition(tj.Status.Conditions, terminal); terminal != condition && c != nil && c.Status == metav1.ConditionTrue {
-				return fmt.Errorf("%w: it is %s (%s: %s)", errStop, terminal, c.Reason, c.Message)
+				return fmt.Errorf("%w: it is %s (%s: %s)", cluster.ErrCannotHappen, terminal, c.Reason, c.Message)
 			}
 		}
 		return fmt.Errorf("conditions: %s", conditionsString(tj.Status.Conditions))
@@ -283,7 +240,7 @@ func container(t *testing.T, p *corev1.Pod, name string) *corev1.Container {
 // diagnose prints what a failed test needs to find the cause: the namespace's TrainJobs (and what `kubectl
 // trainjob status` says of them), JobSets, Jobs, pods and events, and the tail of every component's log and
 // of the operator's.
-func diagnose(t *testing.T, ns string) {
+func diagnose(t testing.TB, ns string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var b strings.Builder

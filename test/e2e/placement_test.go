@@ -20,7 +20,7 @@ import (
 func TestGPUTrainJobFromFlags(t *testing.T) {
 	t.Parallel()
 	useGPUs(t)
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t, suite.client, "e2e-", diagnose)
 	mustKubectlTrainJob(t, "create", "llama", "-n", ns, "--runtime", "torch-distributed", "--nodes", "2", "--gpus-per-node", "8",
 		"--", "torchrun", "train.py")
 	waitTrainJob(t, ns, "llama", trainer.TrainJobComplete, runTimeout)
@@ -54,7 +54,7 @@ func TestGPUTrainJobFromFlags(t *testing.T) {
 // where a GPU node (96 CPUs) would hold four.
 func TestCPUTrainJobStaysOffGPUNodes(t *testing.T) {
 	t.Parallel()
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t, suite.client, "e2e-", diagnose)
 	mustKubectlTrainJob(t, "create", "cpu-only", "-n", ns, "--runtime", "torch-distributed", "--nodes", "4",
 		"--resources-per-node", "cpu=20", "--", "torchrun", "train.py")
 	waitTrainJob(t, ns, "cpu-only", trainer.TrainJobComplete, runTimeout)
@@ -80,7 +80,7 @@ func TestCPUTrainJobStaysOffGPUNodes(t *testing.T) {
 // off them, names the taint, the nodes and the way out.
 func TestBlockedOnlyByTaint(t *testing.T) {
 	t.Parallel()
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t, suite.client, "e2e-", diagnose)
 	nodes, err := readNodes(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -96,7 +96,7 @@ func TestBlockedOnlyByTaint(t *testing.T) {
 		"--resources-per-node", "cpu=64", "--", "torchrun", "train.py")
 
 	var s *statusSummary
-	eventually(t, "status -o json says a taint blocks the pod", runTimeout, func(ctx context.Context) error {
+	cluster.Eventually(t, "status -o json says a taint blocks the pod", runTimeout, func(ctx context.Context) error {
 		var err error
 		if s, err = status(ctx, ns, "big-cpu"); err != nil {
 			return err

@@ -13,6 +13,7 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/stack"
 )
 
@@ -45,7 +46,9 @@ var readmeCommands = []readmeCommand{
 		stderr: `^error: clustertrainingruntime "torch-distibuted" not found; list runtimes with: kubectl trainjob runtimes\n$`},
 	{command: "kubectl trainjob create llama --runtime torch-distributed --resources-per-node cpu=four", code: 1,
 		stderr: `^error: invalid --resources-per-node "cpu=four": cpu=four: "four" is not a quantity; write it as --resources-per-node cpu=4,memory=16Gi,nvidia\.com/gpu=8\n$`},
-	{command: "kubectl trainjob logs llama -f"},
+	// llama's pods write nothing of their own: rank 0 shows the simulated container's one line.
+	{command: "kubectl trainjob logs llama -f",
+		stdout: `^simulated container started \(KWOK\); this pod has no log lines of its own\n$`},
 	{command: "kubectl trainjob runtimes",
 		stdout: `(?m)^NAME +KIND +FRAMEWORK +POLICY +NODES +GPUS +AGE\n(.*\n)*deepspeed-distributed +ClusterTrainingRuntime +deepspeed +mpi +1 +- +\S+\n(.*\n)*torch-distributed +ClusterTrainingRuntime +torch +torch +1 +- +\S+\n`},
 	{command: "kubectl trainjob version", stdout: `^Client Version: \S+ \(commit \S+\)\nOperator Version: `},
@@ -62,7 +65,7 @@ var readmeCommands = []readmeCommand{
 func TestREADMECommands(t *testing.T) {
 	t.Parallel()
 	useGPUs(t)
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t, suite.client, "e2e-", diagnose)
 	kubeconfig := namespacedKubeconfig(t, ns)
 	dir := t.TempDir()
 	for name, from := range map[string]string{

@@ -11,8 +11,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/stage"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 )
 
@@ -21,7 +24,7 @@ import (
 func TestTorchDistributedGPU(t *testing.T) {
 	t.Parallel()
 	useGPUs(t)
-	pods := runToCompletion(t, newNamespace(t), "torch-gpu.yaml", "torch-gpu")
+	pods := runToCompletion(t, cluster.NewNamespace(t, suite.client, "e2e-", diagnose), "torch-gpu.yaml", "torch-gpu")
 	nodes := podsOf(pods, "node")
 	if len(nodes) != 4 {
 		t.Fatalf("%d pods of replicated job node, want 4", len(nodes))
@@ -133,35 +136,56 @@ func inPipelineOrder(seen []string) error {
 	return nil
 }
 
-// TestInitializerStages: a torch TrainJob with dataset and model initializers is seen, through `kubectl
-// trainjob status -o json`, Initializing, then Training, then Complete, and its summary gives each of those
-// stages a start and an end, in order.
+// TestInitializerStages: a torch TrainJob with dataset and model initializers is seen, in every version a
+// watch delivers, Initializing, then Training, then Complete (the stages `kubectl trainjob status` shows, of
+// pkg/stage), and the summary of `kubectl trainjob status -o json` gives each of those stages a start and an
+// end, in order.
 func TestInitializerStages(t *testing.T) {
 	t.Parallel()
 	useGPUs(t)
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t, suite.client, "e2e-", diagnose)
 	apply(t, ns, testdata("torch-with-initializers.yaml"))
+	// Every version of the TrainJob, watched from before its creation: its stages last seconds, and a sample
+	// now and then could miss one.
+	watcher, err := client.NewWithWatch(suite.cluster.Config, client.Options{Scheme: suite.client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), runTimeout)
+	defer cancel()
+	w, err := watcher.Watch(ctx, &trainer.TrainJobList{}, client.InNamespace(ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
 	mustKubectlTrainJob(t, "create", "-n", ns, "-f", testdata("stages.yaml"))
 
 	var seen []string
-	var final *statusSummary
-	eventually(t, "TrainJob stages Complete (kubectl trainjob status -o json)", runTimeout, func(ctx context.Context) error {
-		s, err := status(ctx, ns, "stages")
-		if err != nil {
-			return err
+	for last := ""; last != string(stage.Complete); {
+		var e watch.Event
+		select {
+		case e = <-w.ResultChan():
+		case <-ctx.Done():
+			t.Fatalf("TrainJob stages: not Complete within %v; seen %v", runTimeout, seen)
 		}
-		if len(seen) == 0 || seen[len(seen)-1] != s.Stage {
-			seen = append(seen, s.Stage)
+		tj, ok := e.Object.(*trainer.TrainJob)
+		if !ok || tj.Name != "stages" {
+			t.Fatalf("watching TrainJob stages: %s %T, seen %v", e.Type, e.Object, seen)
 		}
-		switch s.Stage {
-		case "Complete":
-			final = s
-			return nil
-		case "Failed", "Suspended":
-			return fmt.Errorf("%w: stage %s (%s)", errStop, s.Stage, s.Reason)
+		if last = string(stage.Of(tj)); len(seen) == 0 || seen[len(seen)-1] != last {
+			seen = append(seen, last)
 		}
-		return fmt.Errorf("stage %s (%s); seen %v", s.Stage, s.Reason, seen)
-	})
+		if last == string(stage.Failed) || last == string(stage.Suspended) {
+			t.Fatalf("TrainJob stages is %s: %+v", last, tj.Status.Conditions)
+		}
+	}
+	final, err := status(t.Context(), ns, "stages")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if final.Stage != string(stage.Complete) {
+		t.Fatalf("kubectl trainjob status -o json says stage %s (%s), want Complete", final.Stage, final.Reason)
+	}
 
 	t.Logf("stages seen: %v", seen)
 	if err := inPipelineOrder(seen); err != nil {
@@ -223,7 +247,7 @@ func TestInPipelineOrder(t *testing.T) {
 func TestDeepSpeedMPI(t *testing.T) {
 	t.Parallel()
 	useGPUs(t)
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t, suite.client, "e2e-", diagnose)
 	pods := runToCompletion(t, ns, "deepspeed.yaml", "deepspeed")
 	launchers, nodes := podsOf(pods, "launcher"), podsOf(pods, "node")
 	if len(launchers) != 1 || len(nodes) != 3 {

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/config"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/stack"
 )
@@ -70,8 +71,11 @@ func (r *realNodeSuite) restrictedNamespace(t *testing.T) {
 	}
 }
 
-// failoverDeadline is how soon a TrainJob created right after the leader's pod is deleted must be built.
-const failoverDeadline = 20 * time.Second
+// failoverDeadline is how soon a TrainJob created right after the leader's pod is deleted must be built: the
+// kubelet stops the pod's container (its grace period), the other pod takes the Lease (a lease duration at
+// most, if the leader could not release it, and a retry period) and then has a minute to build, on a machine
+// of 2 cores busy with other tests.
+const failoverDeadline = config.DefaultLeaseDuration + config.DefaultRetryPeriod + time.Minute
 
 // leaderFailover deletes the pod that holds the leader Lease; a TrainJob created right after it has let go of
 // the Lease is built by the other pod, which then holds the Lease, within failoverDeadline of the deletion. The

@@ -62,7 +62,7 @@ func TestPortForward(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	port := freePort(t)
+	port := cluster.FreePortFor(t)
 	var stdout, stderr cluster.SyncBuffer
 	cmd := exec.Command(binary, "port-forward", tj.Name, "-n", ns, fmt.Sprintf("%d:%s", port, tensorBoardPort), "--rank", "1", "--address", "127.0.0.1",
 		"--pod-running-timeout", waitTimeout.String())
@@ -186,15 +186,4 @@ func exitedEarly(exited chan error) error {
 	default:
 		return nil
 	}
-}
-
-// freePort is a local port nothing listens on, for port-forward to bind: from cluster.FreePort, below the
-// ephemeral range, so no outgoing connection takes it before port-forward starts.
-func freePort(t *testing.T) int {
-	t.Helper()
-	port, err := cluster.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return port
 }

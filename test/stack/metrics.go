@@ -3,6 +3,7 @@ package stack
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/config"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/controller"
 )
 
 // InsecureClient reads the operator's endpoints, served with a certificate it made itself.
@@ -76,4 +78,71 @@ func (o *Operator) Leads(ctx context.Context) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// TrainJobControllerIdle is nil when families (an operator's metrics) show its TrainJob controller with no
+// reconcile running (controller_runtime_active_workers) and no request ready in its queue (workqueue_depth;
+// a request waiting for its RequeueAfter or back-off is not counted). Series of several operators (one
+// process's registry) are summed: idle means idle in all of them.
+func TrainJobControllerIdle(families []*dto.MetricFamily) error {
+	var active, queued float64
+	for _, mf := range families {
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			switch {
+			case mf.GetName() == "controller_runtime_active_workers" && labels["controller"] == controller.TrainJobControllerName:
+				active += m.GetGauge().GetValue()
+			case mf.GetName() == "workqueue_depth" && labels["name"] == controller.TrainJobControllerName:
+				queued += m.GetGauge().GetValue()
+			}
+		}
+	}
+	if active != 0 || queued != 0 {
+		return fmt.Errorf("the TrainJob controller runs %v reconciles and has %v queued", active, queued)
+	}
+	return nil
+}
+
+// Settled returns a poll condition that is nil at the second of two polls in a row at which idle is nil. A
+// worker takes a request off the queue a few instructions before it counts itself active; a request in that
+// gap at the first poll is counted at the second, or done. So every request queued before the polls began
+// has been reconciled to the end when it is nil. It proves nothing about events not yet queued.
+func Settled(idle func(ctx context.Context) error) func(ctx context.Context) error {
+	idleBefore := false
+	return func(ctx context.Context) error {
+		if err := idle(ctx); err != nil {
+			idleBefore = false
+			return err
+		}
+		if !idleBefore {
+			idleBefore = true
+			return errors.New("idle at one poll; polling again")
+		}
+		return nil
+	}
+}
+
+// Idle is nil when the operator's TrainJob controller is idle (TrainJobControllerIdle), from its /metrics.
+func (o *Operator) Idle(ctx context.Context) error {
+	m, err := o.Metrics(ctx)
+	if err != nil {
+		return err
+	}
+	families := make([]*dto.MetricFamily, 0, len(m))
+	for _, mf := range m {
+		families = append(families, mf)
+	}
+	return TrainJobControllerIdle(families)
+}
+
+// LeaderIdle is nil when the TrainJob controller of the leading replica is idle (Operator.Idle).
+func (s *Stack) LeaderIdle(ctx context.Context) error {
+	i, err := s.Leader(ctx)
+	if err != nil {
+		return err
+	}
+	return s.replica(i).Idle(ctx)
 }

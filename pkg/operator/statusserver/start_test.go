@@ -21,6 +21,8 @@ import (
 
 	"github.com/go-logr/logr/funcr"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 )
 
 // writeCertificate writes a self-signed certificate for 127.0.0.1 into dir
@@ -63,16 +65,6 @@ func writeCertificate(t *testing.T, dir string) *x509.CertPool {
 	return pool
 }
 
-func freePort(t *testing.T) int32 {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return int32(l.Addr().(*net.TCPAddr).Port)
-}
-
 // stop ends Start's context and waits until Start has returned nil.
 func stop(t *testing.T, cancel context.CancelFunc, done <-chan error) {
 	t.Helper()
@@ -91,7 +83,7 @@ func stop(t *testing.T, cancel context.CancelFunc, done <-chan error) {
 // certificate exists, then serves HTTPS with it, and stops with its context.
 func TestStartWaitsForTheCertificate(t *testing.T) {
 	dir := t.TempDir()
-	s := New(Options{Host: "127.0.0.1", Port: freePort(t), CertDir: dir})
+	s := New(Options{Host: "127.0.0.1", Port: int32(cluster.FreePortFor(t)), CertDir: dir})
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- s.Start(ctx) }()
@@ -128,7 +120,7 @@ func TestStartWaitsForTheCertificate(t *testing.T) {
 // it, neither listening nor healthy, and returns nil once stopped, without
 // having listened.
 func TestStartWithoutCertificate(t *testing.T) {
-	port := freePort(t)
+	port := int32(cluster.FreePortFor(t))
 	s := New(Options{Host: "127.0.0.1", Port: port, CertDir: t.TempDir()})
 	var mu sync.Mutex
 	var waits int

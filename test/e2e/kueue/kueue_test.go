@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
@@ -43,7 +41,7 @@ const (
 // TrainJob is admitted again and its JobSet rebuilt with Kueue's patch. `suspend` and `resume` then stop and
 // requeue it through its Workload, and say so.
 func TestQueueing(t *testing.T) {
-	ns := newNamespace(t)
+	ns := queueNamespace(t)
 	high := kueueObject("WorkloadPriorityClass", "", "e2e-high", nil)
 	high.Object["value"] = int64(1000)
 	if err := suite.client.Create(t.Context(), high); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -66,7 +64,7 @@ func TestQueueing(t *testing.T) {
 	t.Run("the second waits for GPUs, suspended, and its Workload says why", func(t *testing.T) {
 		create(t, second)
 		var msg string
-		eventually(t, "the second's Workload not admitted for lack of GPUs", func(ctx context.Context) error {
+		cluster.Eventually(t, "the second's Workload not admitted for lack of GPUs", waitTimeout, func(ctx context.Context) error {
 			wl, err := workloadOf(ctx, second)
 			if err != nil {
 				return err
@@ -83,7 +81,7 @@ func TestQueueing(t *testing.T) {
 		if !ptr.Deref(tj.Spec.Suspend, false) {
 			t.Errorf("the second TrainJob is not suspended")
 		}
-		eventually(t, "the second's JobSet suspended and the TrainJob's Suspended condition", func(ctx context.Context) error {
+		cluster.Eventually(t, "the second's JobSet suspended and the TrainJob's Suspended condition", waitTimeout, func(ctx context.Context) error {
 			tj := &trainer.TrainJob{}
 			if err := suite.client.Get(ctx, client.ObjectKeyFromObject(second), tj); err != nil {
 				return err
@@ -140,7 +138,7 @@ func TestQueueing(t *testing.T) {
 
 	t.Run("a higher-priority TrainJob preempts the second", func(t *testing.T) {
 		create(t, urgent)
-		eventually(t, "the second preempted: suspended, no pods, Kueue's patch cleared", func(ctx context.Context) error {
+		cluster.Eventually(t, "the second preempted: suspended, no pods, Kueue's patch cleared", waitTimeout, func(ctx context.Context) error {
 			wl, err := workloadOf(ctx, second)
 			if err != nil {
 				return err
@@ -171,7 +169,7 @@ func TestQueueing(t *testing.T) {
 		waitRunning(t, urgent)
 
 		// Kueue looks for quota for the preempted Workload again, and says why there is none.
-		eventually(t, "the preempted Workload not admitted for lack of GPUs", func(ctx context.Context) error {
+		cluster.Eventually(t, "the preempted Workload not admitted for lack of GPUs", waitTimeout, func(ctx context.Context) error {
 			wl, err := workloadOf(ctx, second)
 			if err != nil {
 				return err
@@ -207,7 +205,7 @@ func TestQueueing(t *testing.T) {
 
 	t.Run("kubectl trainjob suspend and resume act on the Workload", func(t *testing.T) {
 		assertGolden(t, "suspend", normalize(ns, cli(t, "suspend", second.Name, "-n", ns)))
-		eventually(t, "the Workload inactive, the TrainJob suspended by Kueue and its pods gone", func(ctx context.Context) error {
+		cluster.Eventually(t, "the Workload inactive, the TrainJob suspended by Kueue and its pods gone", waitTimeout, func(ctx context.Context) error {
 			wl, err := workloadOf(ctx, second)
 			if err != nil {
 				return err
@@ -232,7 +230,7 @@ func TestQueueing(t *testing.T) {
 			return nil
 		})
 		// Stopped, not Queued: Kueue will not admit it until it is resumed.
-		eventually(t, "the TrainJob's Suspended condition", func(ctx context.Context) error {
+		cluster.Eventually(t, "the TrainJob's Suspended condition", waitTimeout, func(ctx context.Context) error {
 			tj := &trainer.TrainJob{}
 			if err := suite.client.Get(ctx, client.ObjectKeyFromObject(second), tj); err != nil {
 				return err
@@ -291,7 +289,7 @@ func gpuTrainJob(ns, name, priorityClass string) *trainer.TrainJob {
 // waitStage waits until tj is in stage st, as the TrainJob alone says (pkg/stage).
 func waitStage(t *testing.T, tj *trainer.TrainJob, st stage.Stage) {
 	t.Helper()
-	eventually(t, tj.Name+" "+string(st), func(ctx context.Context) error {
+	cluster.Eventually(t, tj.Name+" "+string(st), waitTimeout, func(ctx context.Context) error {
 		got := &trainer.TrainJob{}
 		if err := suite.client.Get(ctx, client.ObjectKeyFromObject(tj), got); err != nil {
 			return err
@@ -307,7 +305,7 @@ func waitStage(t *testing.T, tj *trainer.TrainJob, st stage.Stage) {
 // the node selector of Kueue's patch.
 func waitRunning(t *testing.T, tj *trainer.TrainJob) {
 	t.Helper()
-	eventually(t, tj.Name+" admitted and its pods Running on GPU nodes", func(ctx context.Context) error {
+	cluster.Eventually(t, tj.Name+" admitted and its pods Running on GPU nodes", waitTimeout, func(ctx context.Context) error {
 		wl, err := workloadOf(ctx, tj)
 		if err != nil {
 			return err
@@ -433,31 +431,16 @@ func kueueObject(kind, ns, name string, spec map[string]any) *unstructured.Unstr
 	return u
 }
 
-// newNamespace creates a namespace for one test with the cluster's LocalQueue in it; it is deleted when the
-// test ends. It first waits for the ClusterQueue to be idle (queueIdle).
-func newNamespace(t *testing.T) string {
+// queueNamespace creates a namespace for one test (cluster.NewNamespace) with the cluster's LocalQueue in it.
+// It first waits for the ClusterQueue to be idle (queueIdle).
+func queueNamespace(t *testing.T) string {
 	t.Helper()
 	queueIdle(t)
-	prefix := "kueue-" + strings.Trim(regexp.MustCompile(`[^a-z0-9]+`).ReplaceAllString(strings.ToLower(t.Name()), "-"), "-")
-	if len(prefix) > 40 {
-		prefix = prefix[:40]
-	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: strings.TrimRight(prefix, "-") + "-"}}
-	if err := suite.client.Create(t.Context(), ns); err != nil {
+	ns := cluster.NewNamespace(t, suite.client, "kueue-", diagnose)
+	if err := suite.cluster.CreateLocalQueue(t.Context(), ns); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			diagnose(t, ns.Name)
-		}
-		if err := suite.client.Delete(context.Background(), ns); client.IgnoreNotFound(err) != nil {
-			t.Errorf("delete namespace %s: %v", ns.Name, err)
-		}
-	})
-	if err := suite.cluster.CreateLocalQueue(t.Context(), ns.Name); err != nil {
-		t.Fatal(err)
-	}
-	return ns.Name
+	return ns
 }
 
 // queueIdle waits until the ClusterQueue reserves quota for no Workload. Every test shares its 16 GPUs, and
@@ -465,7 +448,7 @@ func newNamespace(t *testing.T) string {
 // gone, their reservations would keep this test's TrainJobs from being admitted.
 func queueIdle(t *testing.T) {
 	t.Helper()
-	eventually(t, "the ClusterQueue "+cluster.KueueClusterQueue+" reserving nothing (earlier tests' TrainJobs gone)", func(ctx context.Context) error {
+	cluster.Eventually(t, "the ClusterQueue "+cluster.KueueClusterQueue+" reserving nothing (earlier tests' TrainJobs gone)", waitTimeout, func(ctx context.Context) error {
 		cq := kueueObject("ClusterQueue", "", cluster.KueueClusterQueue, nil)
 		if err := suite.client.Get(ctx, client.ObjectKeyFromObject(cq), cq); err != nil {
 			return err
@@ -478,7 +461,7 @@ func queueIdle(t *testing.T) {
 }
 
 // diagnose logs the TrainJobs and Workloads of ns, for a failed test.
-func diagnose(t *testing.T, ns string) {
+func diagnose(t testing.TB, ns string) {
 	ctx := context.Background()
 	var tjs trainer.TrainJobList
 	if err := suite.client.List(ctx, &tjs, client.InNamespace(ns)); err == nil {
@@ -493,18 +476,5 @@ func diagnose(t *testing.T, ns string) {
 			conds, _, _ := unstructured.NestedSlice(wl.Object, "status", "conditions")
 			t.Logf("Workload %s: conditions %v", wl.GetName(), conds)
 		}
-	}
-}
-
-// eventually polls cond until it returns nil, failing the test with cond's last error after waitTimeout.
-func eventually(t *testing.T, what string, cond func(ctx context.Context) error) {
-	t.Helper()
-	var last error
-	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
-		last = cond(ctx)
-		return last == nil, nil
-	})
-	if err != nil {
-		t.Fatalf("waiting for %s: %v (last: %v)", what, err, last)
 	}
 }

@@ -13,13 +13,14 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 )
 
 // TestManagedByMultiKueue: a TrainJob whose spec.managedBy is MultiKueue's is left alone by the operator — no
 // JobSet, no status — as on a MultiKueue management cluster, where the worker cluster's copy runs. A TrainJob
 // created after it, and built, shows that the operator has had its turn at the first.
 func TestManagedByMultiKueue(t *testing.T) {
-	ns := newNamespace(t)
+	ns := queueNamespace(t)
 	remote := &trainer.TrainJob{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "remote"},
 		Spec: trainer.TrainJobSpec{
@@ -33,7 +34,7 @@ func TestManagedByMultiKueue(t *testing.T) {
 	}
 	create(t, remote)
 	create(t, local)
-	eventually(t, "the local TrainJob built and its status written", func(ctx context.Context) error {
+	cluster.Eventually(t, "the local TrainJob built and its status written", waitTimeout, func(ctx context.Context) error {
 		if err := suite.client.Get(ctx, client.ObjectKeyFromObject(local), &jobsetv1alpha2.JobSet{}); err != nil {
 			return err
 		}

@@ -41,7 +41,7 @@ type podSet struct {
 // replicated job, in order, count = replicas × parallelism, the same container resources — and Kueue admits
 // it, which it refuses when the counts differ (BadPodSetsInfoLenError).
 func TestPodSetsEqualKueue(t *testing.T) {
-	ns := newNamespace(t)
+	ns := queueNamespace(t)
 	var runtimes trainer.ClusterTrainingRuntimeList
 	if err := suite.client.List(t.Context(), &runtimes); err != nil {
 		t.Fatal(err)
@@ -62,7 +62,7 @@ func TestPodSetsEqualKueue(t *testing.T) {
 			}
 			create(t, tj)
 			var kueueSets []podSet
-			eventually(t, "Kueue's Workload", func(ctx context.Context) error {
+			cluster.Eventually(t, "Kueue's Workload", waitTimeout, func(ctx context.Context) error {
 				wl, err := workloadOf(ctx, tj)
 				if err != nil {
 					return err
@@ -71,14 +71,14 @@ func TestPodSetsEqualKueue(t *testing.T) {
 				return err
 			})
 			js := &jobsetv1alpha2.JobSet{}
-			eventually(t, "our JobSet", func(ctx context.Context) error { return suite.client.Get(ctx, client.ObjectKeyFromObject(tj), js) })
+			cluster.Eventually(t, "our JobSet", waitTimeout, func(ctx context.Context) error { return suite.client.Get(ctx, client.ObjectKeyFromObject(tj), js) })
 			if diff := cmp.Diff(kueueSets, jobSetPodSets(js), cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("PodSets (-Kueue's Workload +our JobSet):\n%s", diff)
 			}
 			if why, ok := kueueCannotAdmit[rt.Name]; ok {
 				t.Logf("not admitted by Kueue v0.17: %s", why)
 			} else {
-				eventually(t, "the Workload admitted and the JobSet resumed", func(ctx context.Context) error {
+				cluster.Eventually(t, "the Workload admitted and the JobSet resumed", waitTimeout, func(ctx context.Context) error {
 					wl, err := workloadOf(ctx, tj)
 					if err != nil {
 						return err

@@ -20,7 +20,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/rand"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
@@ -52,7 +51,7 @@ const (
 // read through MultiKueue's kubeconfig Secret; a user who may not read that Secret is told where the TrainJob
 // runs and how to reach it; once a TrainJob has finished and MultiKueue has deleted its copy, they say so.
 func TestDispatch(t *testing.T) {
-	ns := newNamespace(t)
+	ns := sharedNamespace(t)
 	mustCLI(t, "create", running, "-n", ns, "--runtime", "torch-distributed", "--nodes", "2", "--gpus-per-node", "8", "--queue",
 		cluster.KueueLocalQueue, "--env", "SIM_RUN_SECONDS=3600", "--", "torchrun", "train.py")
 	mustCLI(t, "create", finishing, "-n", ns, "--runtime", "torch-distributed", "--nodes", "1", "--queue", cluster.KueueLocalQueue,
@@ -74,7 +73,7 @@ func TestDispatch(t *testing.T) {
 				t.Errorf("%s: spec.managedBy = %q, want Kueue's default on a management cluster, %q", name, got, trainer.MultiKueueController)
 			}
 		}
-		eventually(t, running+"'s Workload dispatched to "+cluster.MultiKueueWorker, func(ctx context.Context) error {
+		cluster.Eventually(t, running+"'s Workload dispatched to "+cluster.MultiKueueWorker, waitTimeout, func(ctx context.Context) error {
 			wl, err := workloadOf(ctx, ns, running)
 			if err != nil {
 				return err
@@ -84,7 +83,7 @@ func TestDispatch(t *testing.T) {
 			}
 			return nil
 		})
-		eventually(t, running+"'s copy Training on the worker, its two pods Running on GPU nodes, its status back on the manager", func(ctx context.Context) error {
+		cluster.Eventually(t, running+"'s copy Training on the worker, its two pods Running on GPU nodes, its status back on the manager", waitTimeout, func(ctx context.Context) error {
 			remote := &trainer.TrainJob{}
 			if err := suite.worker.Get(ctx, client.ObjectKey{Namespace: ns, Name: running}, remote); err != nil {
 				return err
@@ -171,7 +170,7 @@ func TestDispatch(t *testing.T) {
 		if err := suite.clusters.Worker.RestartContainer(t.Context(), ns, rank0.Name, trainer.Node, 137); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "status -o json shows the restart of "+rank0.Name+" as the first failure", func(context.Context) error {
+		cluster.Eventually(t, "status -o json shows the restart of "+rank0.Name+" as the first failure", waitTimeout, func(context.Context) error {
 			f := summary(t, ns, running).FirstFailure
 			if f == nil || f.Pod != rank0.Name || !f.Previous {
 				return fmt.Errorf("first failure %+v", f)
@@ -185,7 +184,7 @@ func TestDispatch(t *testing.T) {
 	})
 
 	t.Run("the other completes on the worker, and its status comes back", func(t *testing.T) {
-		eventually(t, finishing+" Complete on the management cluster and its copy deleted from the worker", func(ctx context.Context) error {
+		cluster.Eventually(t, finishing+" Complete on the management cluster and its copy deleted from the worker", waitTimeout, func(ctx context.Context) error {
 			if err := managerStage(ctx, ns, finishing, stage.Complete); err != nil {
 				return err
 			}
@@ -228,8 +227,8 @@ func summary(t *testing.T, ns, name string) *status.Summary {
 	return s
 }
 
-// newNamespace creates a namespace of the same name on both clusters, with the LocalQueue in each.
-func newNamespace(t *testing.T) string {
+// sharedNamespace creates a namespace of the same name on both clusters, with the LocalQueue in each.
+func sharedNamespace(t *testing.T) string {
 	t.Helper()
 	ns := "multikueue-" + rand.String(5)
 	if err := suite.clusters.CreateNamespace(t.Context(), ns); err != nil {
@@ -361,18 +360,5 @@ func diagnose(t *testing.T, ns string) {
 				t.Logf("%s: Workload %s: status %v", c.name, wl.GetName(), st)
 			}
 		}
-	}
-}
-
-// eventually polls cond until it returns nil, failing the test with cond's last error after waitTimeout.
-func eventually(t *testing.T, what string, cond func(ctx context.Context) error) {
-	t.Helper()
-	var last error
-	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
-		last = cond(ctx)
-		return last == nil, nil
-	})
-	if err != nil {
-		t.Fatalf("waiting for %s: %v (last: %v)", what, err, last)
 	}
 }

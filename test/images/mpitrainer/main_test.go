@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/images/sgd"
+
+	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 )
 
 func TestReadHostfile(t *testing.T) {
@@ -34,18 +36,13 @@ func TestReadHostfile(t *testing.T) {
 	}
 }
 
-// freePort is a port free on 127.0.0.2 and 127.0.0.3, the workers' addresses.
-func freePort(t *testing.T) string {
+// workersPort is a port of cluster.FreePort that is free on 127.0.0.2 and 127.0.0.3 too, the workers'
+// addresses.
+func workersPort(t *testing.T) string {
 	t.Helper()
 	for range 20 {
-		l, err := net.Listen("tcp", "127.0.0.2:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-		l.Close()
-		if l3, err := net.Listen("tcp", "127.0.0.3:"+port); err == nil {
-			l3.Close()
+		port := strconv.Itoa(cluster.FreePortFor(t))
+		if freeOn(port, "127.0.0.2", "127.0.0.3") {
 			return port
 		}
 	}
@@ -53,10 +50,22 @@ func freePort(t *testing.T) string {
 	return ""
 }
 
+// freeOn tells whether port can be bound on every address.
+func freeOn(port string, addrs ...string) bool {
+	for _, addr := range addrs {
+		l, err := net.Listen("tcp", net.JoinHostPort(addr, port))
+		if err != nil {
+			return false
+		}
+		l.Close()
+	}
+	return true
+}
+
 // The launcher (127.0.0.1, last in the hostfile as with runLauncherAsNode) reaches the two workers by the
 // names in the hostfile, and the three ranks train together.
 func TestLauncherAndWorkersTrainTogether(t *testing.T) {
-	port := freePort(t)
+	port := workersPort(t)
 	hosts := []string{"127.0.0.2", "127.0.0.3", "127.0.0.1"}
 	outs, errs := make([]bytes.Buffer, 3), make([]error, 3)
 	var wg sync.WaitGroup
@@ -86,7 +95,7 @@ func TestLauncherAndWorkersTrainTogether(t *testing.T) {
 }
 
 func TestUnreachableWorkerFailsTheLauncher(t *testing.T) {
-	port := freePort(t)
+	port := workersPort(t)
 	err := runLauncher([]string{"127.0.0.2", "127.0.0.1"}, "127.0.0.1", port, sgd.Options{Steps: 1, Timeout: time.Second}, &bytes.Buffer{})
 	if err == nil || !strings.Contains(err.Error(), "host 127.0.0.2 (rank 0) at 127.0.0.2:"+port+" unreachable") {
 		t.Errorf("got %v, want the worker unreachable", err)
@@ -94,7 +103,7 @@ func TestUnreachableWorkerFailsTheLauncher(t *testing.T) {
 }
 
 func TestWorkerWithoutLauncherFails(t *testing.T) {
-	port := freePort(t)
+	port := workersPort(t)
 	err := work("127.0.0.2:"+port, time.Second, &bytes.Buffer{})
 	if err == nil || !strings.Contains(err.Error(), "no launcher reached") {
 		t.Errorf("got %v, want no launcher", err)

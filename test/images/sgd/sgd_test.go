@@ -2,28 +2,19 @@ package sgd
 
 import (
 	"bytes"
-	"net"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-)
 
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-}
+	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
+)
 
 // runRanks runs the given ranks of a job of world ranks and returns each one's output and error.
 func runRanks(t *testing.T, world int, ranks []int, timeout time.Duration) ([]string, []error) {
 	t.Helper()
-	port := freePort(t)
+	port := strconv.Itoa(cluster.FreePortFor(t))
 	outs, errs := make([]string, len(ranks)), make([]error, len(ranks))
 	var wg sync.WaitGroup
 	for i, rank := range ranks {

@@ -27,6 +27,7 @@ import (
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/create"
+	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 )
 
 // createRuntime is the ClusterTrainingRuntime the create tests run on. The cluster is shared by the package,
@@ -225,10 +226,10 @@ func TestCreateWait(t *testing.T) {
 			}
 			run := Start(t, "", []plugin.CommandAdder{adder}, slices.Concat(kube, []string{"create", name, "--runtime", createRuntime}, tc.args)...)
 			tj := &trainer.TrainJob{}
-			eventually(t, "the TrainJob is created", func(ctx context.Context) (bool, error) {
+			cluster.Eventually(t, "the TrainJob is created", waitTimeout, cluster.Holds(func(ctx context.Context) (bool, error) {
 				err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, tj)
 				return err == nil, client.IgnoreNotFound(err)
-			})
+			}))
 			if tc.play != nil {
 				run.WaitForOutput(t, "created")
 				tc.play(t, tj, run)

@@ -18,6 +18,7 @@ import (
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
+	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 )
 
 // holdFinalizer keeps a deleted TrainJob in the API server (nothing here removes it but the test), so that
@@ -41,7 +42,7 @@ func TestDeleteOnlyWhatWasConfirmed(t *testing.T) {
 		if err := f.c.Delete(t.Context(), first); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "the first llama is gone", func(context.Context) (bool, error) { return !f.exists("llama"), nil })
+		cluster.Eventually(t, "the first llama is gone", waitTimeout, cluster.Holds(func(context.Context) (bool, error) { return !f.exists("llama"), nil }))
 		second := f.trainJob("llama", 1, false)
 		if _, err := io.WriteString(answer, "y\n"); err != nil {
 			t.Fatal(err)
@@ -71,7 +72,7 @@ func TestDeleteOnlyWhatWasConfirmed(t *testing.T) {
 		if err := f.c.Patch(t.Context(), first, patch); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "the first held is gone", func(context.Context) (bool, error) { return !f.exists("held"), nil })
+		cluster.Eventually(t, "the first held is gone", waitTimeout, cluster.Holds(func(context.Context) (bool, error) { return !f.exists("held"), nil }))
 		second := f.trainJob("held", 1, false)
 		gate.open()
 

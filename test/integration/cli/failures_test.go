@@ -136,7 +136,7 @@ func releaseGated(ctx context.Context, c *cluster.Cluster, cl client.Client, ns 
 func syncFromJobSet(t *testing.T, f *fixture, tj *trainer.TrainJob, what string, ready func(*jobsetv1alpha2.JobSet, []corev1.Pod) bool) {
 	t.Helper()
 	js := &jobsetv1alpha2.JobSet{}
-	eventually(t, what, func(ctx context.Context) (bool, error) {
+	cluster.Eventually(t, what, waitTimeout, cluster.Holds(func(ctx context.Context) (bool, error) {
 		if err := f.c.Get(ctx, client.ObjectKeyFromObject(tj), js); err != nil {
 			return false, err
 		}
@@ -145,7 +145,7 @@ func syncFromJobSet(t *testing.T, f *fixture, tj *trainer.TrainJob, what string,
 			return false, err
 		}
 		return ready(js, pods.Items), nil
-	})
+	}))
 	tj.Status.JobsStatus = nil
 	for _, rj := range js.Status.ReplicatedJobsStatus {
 		tj.Status.JobsStatus = append(tj.Status.JobsStatus, jobStatus(rj.Name, rj.Ready, rj.Active, rj.Succeeded, rj.Failed))

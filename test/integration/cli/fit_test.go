@@ -112,12 +112,12 @@ func TestFit(t *testing.T) {
 	grantNamespaceUser(t, cl, "alice", ns)
 	alice := asUser(t, c, "alice")
 	grantClusterRead(t, cl, "alice", "fit-runtimes", rbacv1.PolicyRule{APIGroups: []string{trainer.GroupVersion.Group}, Resources: []string{"clustertrainingruntimes"}, Verbs: []string{"get"}})
-	eventually(t, "alice may read the runtime", allowed(func(ctx context.Context) error {
+	cluster.Eventually(t, "alice may read the runtime", waitTimeout, cluster.Holds(allowed(func(ctx context.Context) error {
 		return alice.Get(ctx, client.ObjectKey{Name: fitRuntime}, &trainer.ClusterTrainingRuntime{})
-	}))
+	})))
 	t.Run("namespace-user-no-nodes", func(t *testing.T) { run(t, "namespace-user-no-nodes", "fit", "llama", "--as", "alice") })
 	grantClusterRead(t, cl, "alice", "fit-nodes", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"list"}})
-	eventually(t, "alice may list the nodes", allowed(func(ctx context.Context) error { return alice.List(ctx, &corev1.NodeList{}) }))
+	cluster.Eventually(t, "alice may list the nodes", waitTimeout, cluster.Holds(allowed(func(ctx context.Context) error { return alice.List(ctx, &corev1.NodeList{}) })))
 	t.Run("namespace-user-no-pods", func(t *testing.T) { run(t, "namespace-user-no-pods", "fit", "llama", "--as", "alice") })
 }
 

@@ -46,7 +46,8 @@ func adminClient(t *testing.T, c *cluster.Cluster) client.Client {
 	return cl
 }
 
-// newNamespace creates a namespace for one test, named after it.
+// newNamespace creates a namespace for one test, named after it, without cluster.NewNamespace's random suffix:
+// a golden's columns are as wide as the names they hold, and each test here has an API server of its own.
 func newNamespace(t *testing.T, cl client.Client) string {
 	t.Helper()
 	name := strings.ToLower(regexp.MustCompile(`[^a-zA-Z0-9]+`).ReplaceAllString(t.Name(), "-"))

@@ -258,7 +258,7 @@ func (w *podLogs) running(jobSet, rj string, rank int) *corev1.Pod {
 func (w *podLogs) runningReplacement(jobSet, rj string, rank int, old types.UID) *corev1.Pod {
 	w.t.Helper()
 	var found *corev1.Pod
-	eventually(w.t, fmt.Sprintf("pod %s rank %d of %s running", rj, rank, jobSet), func(ctx context.Context) (bool, error) {
+	cluster.Eventually(w.t, fmt.Sprintf("pod %s rank %d of %s running", rj, rank, jobSet), waitTimeout, cluster.Holds(func(ctx context.Context) (bool, error) {
 		var pods corev1.PodList
 		if err := w.cl.List(ctx, &pods, client.InNamespace(w.ns), client.MatchingLabels{
 			jobsetv1alpha2.JobSetNameKey: jobSet, jobsetv1alpha2.ReplicatedJobNameKey: rj,
@@ -272,7 +272,7 @@ func (w *podLogs) runningReplacement(jobSet, rj string, rank int, old types.UID)
 			}
 		}
 		return false, nil
-	})
+	}))
 	return found
 }
 
@@ -283,23 +283,5 @@ func (w *podLogs) write(pod *corev1.Pod, container string, lines ...string) {
 	}
 }
 
-// eventually polls cond until it holds, for two minutes at most.
-func eventually(t *testing.T, what string, cond func(ctx context.Context) (bool, error)) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	for {
-		ok, err := cond(ctx)
-		if err != nil {
-			t.Fatalf("waiting for %s: %v", what, err)
-		}
-		if ok {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("timed out waiting for %s", what)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
+// waitTimeout bounds the waits of these tests for the cluster (cluster.Eventually).
+const waitTimeout = 2 * time.Minute

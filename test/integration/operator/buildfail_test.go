@@ -15,6 +15,7 @@ import (
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/controller"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/metrics"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/runtimes"
+	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/integration/operator/internal/optest"
 )
 
@@ -38,7 +39,7 @@ func buildErrors(ctx context.Context, plugin string) (float64, error) {
 // error; the operator keeps working, and the TrainJob recovers once the
 // runtime is fixed.
 func TestBuildFailure(t *testing.T) {
-	ns := optest.NewNamespace(t, env.Client)
+	ns := cluster.NewNamespace(t, env.Client, "test-", nil)
 	rt := createTrainingRuntime(t, ns, "torch", torchSpec())
 	tj := newTrainJob(ns, "alpha", trainer.TrainingRuntimeKind, "torch")
 	create(t, tj)
@@ -107,7 +108,7 @@ func TestBuildFailure(t *testing.T) {
 // must be taken reports it in ComponentsCreated, counted as a runtime
 // build error.
 func TestMissingRuntime(t *testing.T) {
-	ns := optest.NewNamespace(t, env.Client)
+	ns := cluster.NewNamespace(t, env.Client, "test-", nil)
 	rt := createClusterTrainingRuntime(t, "gone", torchSpec(), nil)
 	tj := newTrainJob(ns, "alpha", trainer.ClusterTrainingRuntimeKind, rt.Name)
 	tj.Spec.Suspend = ptr.To(true)
@@ -153,7 +154,7 @@ func deleteSnapshot(t testing.TB, tj *trainer.TrainJob) {
 // it and its controller in ComponentsCreated. (A write the API server
 // refuses is JobsCreationFailed: TestSuspendedOnlyWhenJobSetIs.)
 func TestCreationFailure(t *testing.T) {
-	ns := optest.NewNamespace(t, env.Client)
+	ns := cluster.NewNamespace(t, env.Client, "test-", nil)
 	createTrainingRuntime(t, ns, "torch", torchSpec())
 	owner := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "owner"}}
 	create(t, owner)

@@ -20,6 +20,7 @@ import (
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/apply"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/runtimes"
+	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/integration/operator/internal/optest"
 )
 
@@ -27,7 +28,7 @@ import (
 // (labelled with their TrainJob), not the others of the cluster
 // (kubeflow/trainer#3374), in full or as metadata.
 func TestCacheScope(t *testing.T) {
-	ns := optest.NewNamespace(t, env.Client)
+	ns := cluster.NewNamespace(t, env.Client, "test-", nil)
 	unrelated := map[string]client.Object{
 		"ConfigMap": &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "unrelated"}, Data: map[string]string{"big": "data"}},
 		"Secret":    &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "unrelated"}, StringData: map[string]string{"password": "x"}},
@@ -88,7 +89,7 @@ func TestCacheScope(t *testing.T) {
 // still there: spec.suspend, the status, and the replicated jobs' names
 // until the status lists them.
 func TestCacheTrimsJobSets(t *testing.T) {
-	ns := optest.NewNamespace(t, env.Client)
+	ns := cluster.NewNamespace(t, env.Client, "test-", nil)
 	createTrainingRuntime(t, ns, "torch", torchSpec())
 	tj := newTrainJob(ns, "trimmed", trainer.TrainingRuntimeKind, "torch")
 	tj.Spec.Suspend = ptr.To(true)
@@ -116,7 +117,7 @@ func TestCacheTrimsJobSets(t *testing.T) {
 		t.Errorf("cached replicated jobs before the JobSet controller reports (-stored +cached):\n%s", diff)
 	}
 
-	setJobSetStatus(t, tj, func(s *jobsetv1alpha2.JobSetStatus) {
+	cluster.SetJobSetStatus(t, env.Client, key(tj), optest.Timeout, func(s *jobsetv1alpha2.JobSetStatus) {
 		s.ReplicatedJobsStatus = []jobsetv1alpha2.ReplicatedJobStatus{{Name: trainer.Node, Suspended: 1}}
 	})
 	optest.Eventually(t, "the operator's cache holds the JobSet with its status", func(ctx context.Context) error {
@@ -152,7 +153,7 @@ func TestCacheTrimsJobSets(t *testing.T) {
 // one runtime hold the same content, and the operator's cache keeps one copy
 // of it (runtimes.SharedContents).
 func TestCacheSharesSnapshotContents(t *testing.T) {
-	ns := optest.NewNamespace(t, env.Client)
+	ns := cluster.NewNamespace(t, env.Client, "test-", nil)
 	createTrainingRuntime(t, ns, "torch", torchSpec())
 	var contents []string
 	for _, name := range []string{"first", "second"} {
@@ -181,7 +182,7 @@ func TestCacheSharesSnapshotContents(t *testing.T) {
 // each (its name, so that readers see it is not theirs), and the operator
 // goes on building TrainJobs.
 func TestCacheHoldsNoForeignData(t *testing.T) {
-	ns := optest.NewNamespace(t, env.Client)
+	ns := cluster.NewNamespace(t, env.Client, "test-", nil)
 	createTrainingRuntime(t, ns, "torch", torchSpec())
 	labels := map[string]string{apply.TrainJobNameLabel: "forged"}
 	// Under the API server's limit of 1 MiB an object; the test's own

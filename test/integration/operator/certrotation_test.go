@@ -23,6 +23,7 @@ import (
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/webhook"
+	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/integration/operator/internal/optest"
 )
 
@@ -260,7 +261,7 @@ func TestCertificateRotationWithoutOutage(t *testing.T) {
 	}
 	for _, f := range faults {
 		t.Run(f.name, func(t *testing.T) {
-			ns := optest.NewNamespace(t, env.Client)
+			ns := cluster.NewNamespace(t, env.Client, "test-", nil)
 			createTrainingRuntime(t, ns, "torch", torchSpec())
 			old, err := secretCA(t.Context())
 			if err != nil {

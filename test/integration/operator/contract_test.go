@@ -26,6 +26,7 @@ import (
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/controller"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/runtimes"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline/plugins/mpi"
+	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/integration/operator/internal/optest"
 )
 
@@ -70,9 +71,10 @@ func deleteSeen(t *testing.T, objs ...client.Object) {
 }
 
 // barrier creates a TrainJob in ns and waits until the operator has built
-// it: the operator has then also processed what happened before in ns (its
-// watch delivers events in order, and the reconciles of the earlier events
-// were queued first).
+// it, then until its TrainJob controller is settled: the reconciles of what
+// happened before in ns were queued first (its watch delivers events in
+// order), and a worker may still be running one of them when the barrier is
+// built; settled, they have all ended.
 func barrier(t *testing.T, ns, runtime string) {
 	t.Helper()
 	tj := newTrainJob(ns, "barrier-"+strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")), trainer.TrainingRuntimeKind, runtime)
@@ -84,6 +86,7 @@ func barrier(t *testing.T, ns, runtime string) {
 		}
 		return nil
 	})
+	optest.Settled(t)
 }
 
 // TestNotControlledJobSet: a user's JobSet of the TrainJob's name (no
@@ -91,7 +94,7 @@ func barrier(t *testing.T, ns, runtime string) {
 // so and takes none of its status; once the user deletes it, the TrainJob
 // is built.
 func TestNotControlledJobSet(t *testing.T) {
-	ns := optest.NewNamespace(t, env.Client)
+	ns := cluster.NewNamespace(t, env.Client, "test-", nil)
 	createTrainingRuntime(t, ns, "torch", torchSpec())
 	js := &jobsetv1alpha2.JobSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "alpha", Labels: map[string]string{"team": "theirs"}}}
 	js.Spec.Suspend = ptr.To(true)
@@ -133,7 +136,7 @@ func TestNotControlledJobSet(t *testing.T) {
 // TrainJob's: neither its snapshot (which would pin another runtime) nor
 // its JobSet is used, and the new TrainJob is built once they are gone.
 func TestEarlierTrainJobsChildren(t *testing.T) {
-	ns := optest.NewNamespace(t, env.Client)
+	ns := cluster.NewNamespace(t, env.Client, "test-", nil)
 	createTrainingRuntime(t, ns, "torch", torchSpec())
 	earlier := []metav1.OwnerReference{{APIVersion: trainer.GroupVersion.String(), Kind: trainer.TrainJobKind, Name: "alpha",
 		UID: "0e5e5e5e-0000-4000-8000-000000000001", Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}
@@ -162,7 +165,7 @@ func TestEarlierTrainJobsChildren(t *testing.T) {
 // TestNotControlledSSHSecret: an MPI TrainJob whose SSH Secret name is held
 // by a Secret it does not control does not mount someone else's key.
 func TestNotControlledSSHSecret(t *testing.T) {
-	ns := optest.NewNamespace(t, env.Client)
+	ns := cluster.NewNamespace(t, env.Client, "test-", nil)
 	spec := runtimeSpec(&trainer.MLPolicy{NumNodes: ptr.To[int32](1), MLPolicySource: trainer.MLPolicySource{MPI: &trainer.MPIMLPolicySource{}}},
 		replicatedJob(trainer.Launcher, trainer.AncestorTrainer, trainer.Node), replicatedJob(trainer.Node, "", trainer.Node))
 	createTrainingRuntime(t, ns, "mpi", spec)
@@ -185,7 +188,7 @@ func TestNotControlledSSHSecret(t *testing.T) {
 // quota bypass under Kueue) is suspended again; a label the operator set
 // and an edited MPI hostfile are put back.
 func TestDriftPutBack(t *testing.T) {
-	ns := optest.NewNamespace(t, env.Client)
+	ns := cluster.NewNamespace(t, env.Client, "test-", nil)
 	spec := runtimeSpec(&trainer.MLPolicy{NumNodes: ptr.To[int32](2), MLPolicySource: trainer.MLPolicySource{MPI: &trainer.MPIMLPolicySource{}}},
 		replicatedJob(trainer.Launcher, trainer.AncestorTrainer, trainer.Node), replicatedJob(trainer.Node, "", trainer.Node))
 	spec.Template.Labels = map[string]string{"team": "ml"}
@@ -236,7 +239,7 @@ func TestDriftPutBack(t *testing.T) {
 // not rebuilt when its children go, and the finalizer's removal is admitted
 // although its runtime and snapshot are gone.
 func TestDeletionCompletes(t *testing.T) {
-	ns := optest.NewNamespace(t, env.Client)
+	ns := cluster.NewNamespace(t, env.Client, "test-", nil)
 	rt := createTrainingRuntime(t, ns, "torch", torchSpec())
 	tj := newTrainJob(ns, "alpha", trainer.TrainingRuntimeKind, "torch")
 	tj.Finalizers = []string{"example.com/hold"}
@@ -282,7 +285,7 @@ func TestDeletionCompletes(t *testing.T) {
 // TestMetadataUpdateWithoutRuntime: a label added to a TrainJob whose
 // runtime and snapshot are gone is admitted (the spec is unchanged).
 func TestMetadataUpdateWithoutRuntime(t *testing.T) {
-	ns := optest.NewNamespace(t, env.Client)
+	ns := cluster.NewNamespace(t, env.Client, "test-", nil)
 	rt := createTrainingRuntime(t, ns, "torch", torchSpec())
 	tj := newTrainJob(ns, "alpha", trainer.TrainingRuntimeKind, "torch")
 	tj.Spec.Suspend = ptr.To(true)
@@ -299,7 +302,7 @@ func TestMetadataUpdateWithoutRuntime(t *testing.T) {
 // cannot be suspended (an admission policy refuses it) does not claim to be
 // Suspended; once the JobSet can be, it is.
 func TestSuspendedOnlyWhenJobSetIs(t *testing.T) {
-	ns := optest.NewNamespace(t, env.Client)
+	ns := cluster.NewNamespace(t, env.Client, "test-", nil)
 	createTrainingRuntime(t, ns, "torch", torchSpec())
 	tj := newTrainJob(ns, "alpha", trainer.TrainingRuntimeKind, "torch")
 	create(t, tj)
@@ -369,20 +372,20 @@ func TestSuspendedOnlyWhenJobSetIs(t *testing.T) {
 // TestFailedIsTerminal: a JobSet that reports Completed after its TrainJob
 // failed (restarted by someone) does not make the TrainJob Complete too.
 func TestFailedIsTerminal(t *testing.T) {
-	ns := optest.NewNamespace(t, env.Client)
+	ns := cluster.NewNamespace(t, env.Client, "test-", nil)
 	createTrainingRuntime(t, ns, "torch", torchSpec())
 	tj := newTrainJob(ns, "alpha", trainer.TrainingRuntimeKind, "torch")
 	create(t, tj)
 	jobSetOf(t, tj)
 	failed := jobSetCondition(jobsetv1alpha2.JobSetFailed, "FailedJobs", "jobset failed")
-	setJobSetStatus(t, tj, func(s *jobsetv1alpha2.JobSetStatus) { s.Conditions = []metav1.Condition{failed} })
+	cluster.SetJobSetStatus(t, env.Client, key(tj), optest.Timeout, func(s *jobsetv1alpha2.JobSetStatus) { s.Conditions = []metav1.Condition{failed} })
 	trainJobMatches(t, tj, "Failed", func(tj *trainer.TrainJob) error {
 		if !meta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobFailed) {
 			return fmt.Errorf("conditions %+v", conditionsOf(tj))
 		}
 		return nil
 	})
-	setJobSetStatus(t, tj, func(s *jobsetv1alpha2.JobSetStatus) {
+	cluster.SetJobSetStatus(t, env.Client, key(tj), optest.Timeout, func(s *jobsetv1alpha2.JobSetStatus) {
 		s.Conditions = []metav1.Condition{jobSetCondition(jobsetv1alpha2.JobSetCompleted, "AllJobsCompleted", "jobset completed")}
 		s.ReplicatedJobsStatus = []jobsetv1alpha2.ReplicatedJobStatus{{Name: trainer.Node, Succeeded: 1}}
 	})

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/eventrecorder"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/scheme"
+	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/integration/operator/internal/optest"
 )
 
@@ -20,7 +21,7 @@ import (
 // first (one Event, series.count 2), while another reason is an Event of
 // its own.
 func TestEventRecorder(t *testing.T) {
-	ns := optest.NewNamespace(t, env.Client)
+	ns := cluster.NewNamespace(t, env.Client, "test-", nil)
 	regarding := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "regarding", Namespace: ns}}
 	if err := env.Client.Create(t.Context(), regarding); err != nil {
 		t.Fatal(err)

@@ -221,20 +221,6 @@ func eventsOf(ctx context.Context, tj *trainer.TrainJob) ([]event, error) {
 	return out, nil
 }
 
-// setJobSetStatus writes a JobSet's status as the JobSet controller would
-// (none runs here).
-func setJobSetStatus(t testing.TB, tj *trainer.TrainJob, edit func(*jobsetv1alpha2.JobSetStatus)) {
-	t.Helper()
-	optest.Eventually(t, "write the JobSet status", func(ctx context.Context) error {
-		js := &jobsetv1alpha2.JobSet{}
-		if err := optest.Get(ctx, env.Client, key(tj), js); err != nil {
-			return err
-		}
-		edit(&js.Status)
-		return env.Client.Status().Update(ctx, js)
-	})
-}
-
 // jobSetCondition is a JobSet condition True since now.
 func jobSetCondition(typ jobsetv1alpha2.JobSetConditionType, reason, message string) metav1.Condition {
 	return metav1.Condition{Type: string(typ), Status: metav1.ConditionTrue, Reason: reason, Message: message, LastTransitionTime: metav1.Now()}

@@ -21,6 +21,7 @@ import (
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/apply"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline/plugins/flux"
+	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/integration/operator/internal/optest"
 )
 
@@ -37,7 +38,7 @@ func fluxRuntimeSpec(initContainers ...corev1.Container) trainer.TrainingRuntime
 // owned by the TrainJob and put back when deleted; the job completes or
 // fails.
 func TestFlux(t *testing.T) {
-	ns := optest.NewNamespace(t, env.Client)
+	ns := cluster.NewNamespace(t, env.Client, "test-", nil)
 	createTrainingRuntime(t, ns, "flux", fluxRuntimeSpec())
 	tr := &trainer.Trainer{NumNodes: ptr.To[int32](2), Command: []string{"trainjob"}, Args: []string{"trainjob"}}
 	tj := newTrainJob(ns, "alpha", trainer.TrainingRuntimeKind, "flux")
@@ -171,7 +172,7 @@ func curveKey(t *testing.T, secret *corev1.Secret) []byte {
 // name, spec) is the key. Reconciles keep it: a TrainJob changed (here
 // suspended) is rebuilt with the same Secret, unwritten.
 func TestFluxCurveKeyIsSecret(t *testing.T) {
-	ns := optest.NewNamespace(t, env.Client)
+	ns := cluster.NewNamespace(t, env.Client, "test-", nil)
 	createTrainingRuntime(t, ns, "flux", fluxRuntimeSpec())
 	keys := map[string][]byte{}
 	secrets := map[string]*corev1.Secret{}
@@ -237,7 +238,7 @@ func TestFluxCurveKeyIsSecret(t *testing.T) {
 // TestFluxAdmission: what the schema (422) and the Flux plugin at the
 // webhook (403) refuse.
 func TestFluxAdmission(t *testing.T) {
-	ns := optest.NewNamespace(t, env.Client)
+	ns := cluster.NewNamespace(t, env.Client, "test-", nil)
 	createTrainingRuntime(t, ns, "flux", fluxRuntimeSpec())
 	createTrainingRuntime(t, ns, "flux-reserved", fluxRuntimeSpec(corev1.Container{Name: "flux-installer", Image: "ubuntu:22.04"}))
 	long := strings.Repeat("a", 48)

@@ -15,6 +15,7 @@ import (
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/apply"
+	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/integration/operator/internal/optest"
 )
 
@@ -34,7 +35,7 @@ func finishes(t *testing.T, ns, kind, runtime string, trainerSpec *trainer.Train
 		tj.Spec.Trainer = trainerSpec.DeepCopy()
 		create(t, tj)
 		jobSetOf(t, tj)
-		setJobSetStatus(t, tj, func(s *jobsetv1alpha2.JobSetStatus) {
+		cluster.SetJobSetStatus(t, env.Client, key(tj), optest.Timeout, func(s *jobsetv1alpha2.JobSetStatus) {
 			s.Conditions = append(s.Conditions, jobSetCondition(end.jobSet, end.want.Reason, end.want.Message))
 		})
 		trainJobMatches(t, tj, end.name, hasConditions(componentsCreated, end.want))
@@ -53,7 +54,7 @@ func volume(rj *jobsetv1alpha2.ReplicatedJob, name string) *corev1.Volume {
 // its hostfile and OpenMPI settings; the key Secret is immutable and the
 // hostfile lists every node with its slots.
 func TestOpenMPI(t *testing.T) {
-	ns := optest.NewNamespace(t, env.Client)
+	ns := cluster.NewNamespace(t, env.Client, "test-", nil)
 	spec := runtimeSpec(&trainer.MLPolicy{NumNodes: ptr.To[int32](2), MLPolicySource: trainer.MLPolicySource{MPI: &trainer.MPIMLPolicySource{
 		NumProcPerNode: ptr.To[int32](8), MPIImplementation: ptr.To(trainer.MPIImplementationOpenMPI),
 		SSHAuthMountPath: ptr.To("/root/.ssh"), RunLauncherAsNode: ptr.To(false),
@@ -167,7 +168,7 @@ func TestJAXAndXGBoost(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.plugin, func(t *testing.T) {
-			ns := optest.NewNamespace(t, env.Client)
+			ns := cluster.NewNamespace(t, env.Client, "test-", nil)
 			runtime := strings.ToLower(tc.plugin)
 			createTrainingRuntime(t, ns, runtime, runtimeSpec(&trainer.MLPolicy{NumNodes: ptr.To[int32](2), MLPolicySource: tc.policy},
 				replicatedJob(trainer.Node, trainer.AncestorTrainer, trainer.Node)))

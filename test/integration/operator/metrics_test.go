@@ -16,6 +16,7 @@ import (
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/metrics"
+	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/integration/operator/internal/optest"
 )
 
@@ -89,7 +90,7 @@ func moved(before, after map[string]float64) map[string]float64 {
 // TrainJobs are counted too, and stay as they are (tests run one at a time,
 // and no JobSet controller moves them), so the test compares differences.
 func TestMetrics(t *testing.T) {
-	ns := optest.NewNamespace(t, env.Client)
+	ns := cluster.NewNamespace(t, env.Client, "test-", nil)
 	createTrainingRuntime(t, ns, "torch", torchSpec())
 	optest.Settled(t)
 	before, err := scrape(t.Context())
@@ -107,7 +108,7 @@ func TestMetrics(t *testing.T) {
 		jobSetOf(t, tj)
 	}
 	trainJobMatches(t, suspendedJob, "Suspended", hasConditions(componentsCreated, suspended))
-	setJobSetStatus(t, training, func(s *jobsetv1alpha2.JobSetStatus) {
+	cluster.SetJobSetStatus(t, env.Client, key(training), optest.Timeout, func(s *jobsetv1alpha2.JobSetStatus) {
 		s.ReplicatedJobsStatus = []jobsetv1alpha2.ReplicatedJobStatus{{Name: trainer.Node, Ready: 1, Active: 1}}
 	})
 	trainJobMatches(t, training, "the trainer's pod is ready", func(tj *trainer.TrainJob) error {
@@ -118,7 +119,7 @@ func TestMetrics(t *testing.T) {
 		}
 		return fmt.Errorf("jobsStatus %+v", tj.Status.JobsStatus)
 	})
-	setJobSetStatus(t, complete, func(s *jobsetv1alpha2.JobSetStatus) {
+	cluster.SetJobSetStatus(t, env.Client, key(complete), optest.Timeout, func(s *jobsetv1alpha2.JobSetStatus) {
 		s.ReplicatedJobsStatus = []jobsetv1alpha2.ReplicatedJobStatus{{Name: trainer.Node, Succeeded: 1}}
 		s.Conditions = append(s.Conditions, jobSetCondition(jobsetv1alpha2.JobSetCompleted, "AllJobsCompleted", "jobset completed successfully"))
 	})

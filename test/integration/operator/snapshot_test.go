@@ -17,6 +17,7 @@ import (
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/runtimes"
+	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/integration/operator/internal/optest"
 )
 
@@ -26,7 +27,7 @@ import (
 func TestRuntimeSnapshot(t *testing.T) {
 	for _, kind := range []string{trainer.TrainingRuntimeKind, trainer.ClusterTrainingRuntimeKind} {
 		t.Run(kind, func(t *testing.T) {
-			ns := optest.NewNamespace(t, env.Client)
+			ns := cluster.NewNamespace(t, env.Client, "test-", nil)
 			rt := runtimeOfKind(kind, ns, "torch")
 			create(t, rt)
 			t.Cleanup(func() { _ = env.Client.Delete(context.Background(), rt) })
@@ -125,7 +126,7 @@ func jobSetImage(ctx context.Context, tj *trainer.TrainJob, want string) error {
 func TestRuntimeDeletableWhileReferenced(t *testing.T) {
 	for _, kind := range []string{trainer.TrainingRuntimeKind, trainer.ClusterTrainingRuntimeKind} {
 		t.Run(kind, func(t *testing.T) {
-			ns := optest.NewNamespace(t, env.Client)
+			ns := cluster.NewNamespace(t, env.Client, "test-", nil)
 			rt := runtimeOfKind(kind, ns, "legacy")
 			rt.SetFinalizers([]string{trainer.ResourceInUseFinalizer, "example.com/keep"})
 			create(t, rt)
@@ -191,7 +192,7 @@ func runtimeOfKind(kind, ns, name string) client.Object {
 // resumed (an update the webhook checks against the snapshot) after its
 // runtime was deleted.
 func TestResumeWithoutRuntime(t *testing.T) {
-	ns := optest.NewNamespace(t, env.Client)
+	ns := cluster.NewNamespace(t, env.Client, "test-", nil)
 	rt := createTrainingRuntime(t, ns, "torch", torchSpec())
 	tj := newTrainJob(ns, "alpha", trainer.TrainingRuntimeKind, "torch")
 	tj.Spec.Suspend = ptr.To(true)

@@ -28,6 +28,7 @@ import (
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline/plugins"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline/plugins/trainjobstatus"
+	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/integration/operator/internal/optest"
 )
 
@@ -230,7 +231,7 @@ func hasTrainerStatus(tj *trainer.TrainJob, want *trainer.TrainerStatus) func(co
 // refusals, with tokens the API server issued.
 func TestStatusServer(t *testing.T) {
 	replica := statusServerReplica(t)
-	ns := optest.NewNamespace(t, env.Client)
+	ns := cluster.NewNamespace(t, env.Client, "test-", nil)
 	rt := createTrainingRuntime(t, ns, "torch", torchSpec())
 	newJob := func(name string) *trainer.TrainJob {
 		tj := newTrainJob(ns, name, trainer.TrainingRuntimeKind, "torch")
@@ -350,7 +351,7 @@ func TestStatusServer(t *testing.T) {
 	})
 
 	report := reportOf(&trainer.TrainerStatus{ProgressPercentage: ptr.To[int32](99), LastUpdatedTime: at(6)})
-	otherNS := optest.NewNamespace(t, env.Client)
+	otherNS := cluster.NewNamespace(t, env.Client, "test-", nil)
 	refusals := []struct {
 		name        string
 		path        string

@@ -24,6 +24,7 @@ import (
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline/plugins/trainjobstatus"
+	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/integration/operator/internal/optest"
 )
 
@@ -97,7 +98,7 @@ func podToken(t *testing.T, pod *corev1.Pod, audienceNS, name string) string {
 // Job, JobSet) ends at the TrainJob's UID.
 func TestStatusServerTrustsOnlyTheTrainJobsPods(t *testing.T) {
 	replica := statusServerReplica(t)
-	ns := optest.NewNamespace(t, env.Client)
+	ns := cluster.NewNamespace(t, env.Client, "test-", nil)
 	rt := createTrainingRuntime(t, ns, "torch", torchSpec())
 	newJob := func(name string) *trainer.TrainJob {
 		tj := newTrainJob(ns, name, trainer.TrainingRuntimeKind, "torch")
@@ -235,7 +236,7 @@ func heapInUse() uint64 {
 // bound to a pod, repeated) do not starve a real pod's report, which lands
 // within 5 s, and the server's memory stays flat.
 func TestStatusServerBadTokenFlood(t *testing.T) {
-	ns := optest.NewNamespace(t, env.Client)
+	ns := cluster.NewNamespace(t, env.Client, "test-", nil)
 	tj, c, pod := reportingTrainJob(t, ns)
 	path := trainjobstatus.StatusPath(ns, "alpha")
 	token := podToken(t, pod, ns, "alpha")
@@ -302,7 +303,7 @@ func TestStatusServerBadTokenFlood(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), optest.Timeout)
 	defer cancel()
 	landed := make(chan error, 1)
 	go func() {
@@ -317,7 +318,7 @@ func TestStatusServerBadTokenFlood(t *testing.T) {
 		}
 		landed <- nil
 	}()
-	err = optest.Poll(ctx, 5*time.Second, func(ctx context.Context) error {
+	err = optest.Poll(ctx, optest.Timeout, func(ctx context.Context) error {
 		got := &trainer.TrainJob{}
 		if err := optest.Get(ctx, observer, key(tj), got); err != nil {
 			return err
@@ -328,7 +329,7 @@ func TestStatusServerBadTokenFlood(t *testing.T) {
 		return nil
 	})
 	if err != nil {
-		t.Errorf("the real report did not land within 5 s of the flood: %v", err)
+		t.Errorf("the real report did not land within %v of the flood: %v", optest.Timeout, err)
 	}
 	sent.Wait()
 	if err := <-landed; err != nil {
@@ -366,7 +367,7 @@ func TestStatusServerBadTokenFlood(t *testing.T) {
 // of the others: a trainer of another namespace, whose token the server has
 // not seen, reports at once.
 func TestStatusServerReviewsFairly(t *testing.T) {
-	flooder, victim := optest.NewNamespace(t, env.Client), optest.NewNamespace(t, env.Client)
+	flooder, victim := cluster.NewNamespace(t, env.Client, "test-", nil), cluster.NewNamespace(t, env.Client, "test-", nil)
 	_, c, pod := reportingTrainJob(t, victim)
 	token := podToken(t, pod, victim, "alpha")
 
@@ -406,7 +407,7 @@ func TestStatusServerReviewsFairly(t *testing.T) {
 // deleted, as the API server refuses it, not once the review is a minute
 // old.
 func TestStatusServerRefusesTokenOfDeletedPod(t *testing.T) {
-	ns := optest.NewNamespace(t, env.Client)
+	ns := cluster.NewNamespace(t, env.Client, "test-", nil)
 	tj, c, pod := reportingTrainJob(t, ns)
 	token := podToken(t, pod, ns, "alpha")
 	path := trainjobstatus.StatusPath(ns, "alpha")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -22,6 +23,7 @@ import (
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/apply"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/runtimes"
+	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/integration/operator/internal/optest"
 )
 
@@ -65,7 +67,7 @@ func container(rj *jobsetv1alpha2.ReplicatedJob, name string) *corev1.Container 
 // a runtimePatch of metadata, on a runtime without ML policy source and
 // with gang scheduling, gets exactly the expected JobSet and PodGroup.
 func TestPlainMLJobSetAndPodGroup(t *testing.T) {
-	ns := optest.NewNamespace(t, env.Client)
+	ns := cluster.NewNamespace(t, env.Client, "test-", nil)
 	spec := runtimeSpec(&trainer.MLPolicy{NumNodes: ptr.To[int32](100)},
 		initializerJob(trainer.DatasetInitializerName), initializerJob(trainer.ModelInitializerName),
 		replicatedJob(trainer.Node, trainer.AncestorTrainer, trainer.Node))
@@ -177,7 +179,7 @@ spec:
 // TestManagedByMultiKueue: a TrainJob another controller manages is left
 // alone: no Build, no JobSet, no snapshot, no status.
 func TestManagedByMultiKueue(t *testing.T) {
-	ns := optest.NewNamespace(t, env.Client)
+	ns := cluster.NewNamespace(t, env.Client, "test-", nil)
 	createTrainingRuntime(t, ns, "torch", torchSpec())
 	tj := newTrainJob(ns, "alpha", trainer.TrainingRuntimeKind, "torch")
 	tj.Spec.ManagedBy = ptr.To(trainer.MultiKueueController)
@@ -212,7 +214,7 @@ func TestManagedByMultiKueue(t *testing.T) {
 // TestSuspendedRuntimePatches: while suspended, a runtimePatches update
 // reaches the JobSet; the trainer is immutable.
 func TestSuspendedRuntimePatches(t *testing.T) {
-	ns := optest.NewNamespace(t, env.Client)
+	ns := cluster.NewNamespace(t, env.Client, "test-", nil)
 	createTrainingRuntime(t, ns, "torch", torchSpec())
 	tj := newTrainJob(ns, "alpha", trainer.TrainingRuntimeKind, "torch")
 	tj.Spec.Suspend = ptr.To(true)
@@ -245,7 +247,7 @@ func TestSuspendedRuntimePatches(t *testing.T) {
 // suspended is removed from it, as the operator moves what it created to
 // its apply before applying again.
 func TestSuspendedRuntimePatchRemoved(t *testing.T) {
-	ns := optest.NewNamespace(t, env.Client)
+	ns := cluster.NewNamespace(t, env.Client, "test-", nil)
 	createTrainingRuntime(t, ns, "torch", torchSpec())
 	tj := newTrainJob(ns, "alpha", trainer.TrainingRuntimeKind, "torch")
 	tj.Spec.Suspend = ptr.To(true)
@@ -288,7 +290,7 @@ func TestSuspendedRuntimePatchRemoved(t *testing.T) {
 // TestTerminationGracePeriod: a runtimePatch's terminationGracePeriodSeconds
 // reaches the node pods.
 func TestTerminationGracePeriod(t *testing.T) {
-	ns := optest.NewNamespace(t, env.Client)
+	ns := cluster.NewNamespace(t, env.Client, "test-", nil)
 	createTrainingRuntime(t, ns, "torch", torchSpec())
 	tj := newTrainJob(ns, "alpha", trainer.TrainingRuntimeKind, "torch")
 	tj.Spec.RuntimePatches = []trainer.RuntimePatch{nodePodPatch(t, "test.io/manager", "spec: {terminationGracePeriodSeconds: 300}")}
@@ -314,7 +316,7 @@ func torchEnv(n string, extra ...corev1.EnvVar) []corev1.EnvVar {
 // TestTorch: the trainer gets the TrainJob's env, then the PET_* env and
 // the rendezvous port.
 func TestTorch(t *testing.T) {
-	ns := optest.NewNamespace(t, env.Client)
+	ns := cluster.NewNamespace(t, env.Client, "test-", nil)
 	spec := torchSpec()
 	spec.MLPolicy.NumNodes = ptr.To[int32](100)
 	createTrainingRuntime(t, ns, "torch", spec)
@@ -335,7 +337,7 @@ func TestTorch(t *testing.T) {
 // and an init container's env from runtimePatches land in the JobSet next
 // to the Torch env.
 func TestTorchRuntimePatches(t *testing.T) {
-	ns := optest.NewNamespace(t, env.Client)
+	ns := cluster.NewNamespace(t, env.Client, "test-", nil)
 	spec := torchSpec()
 	spec.MLPolicy.NumNodes = ptr.To[int32](100)
 	pod := &spec.Template.Spec.ReplicatedJobs[0].Template.Spec.Template.Spec
@@ -378,7 +380,7 @@ spec:
 // TestConditions: Suspended, then Resumed, then Complete or Failed from the
 // JobSet, with jobsStatus copied, and an event at every transition.
 func TestConditions(t *testing.T) {
-	ns := optest.NewNamespace(t, env.Client)
+	ns := cluster.NewNamespace(t, env.Client, "test-", nil)
 	createTrainingRuntime(t, ns, "torch", torchSpec())
 	for _, end := range []struct {
 		name    string
@@ -401,7 +403,7 @@ func TestConditions(t *testing.T) {
 			jobSetResumed(t, tj)
 
 			status := []jobsetv1alpha2.ReplicatedJobStatus{{Name: trainer.Node, Ready: 1, Succeeded: 2, Failed: 3, Active: 4, Suspended: 5}}
-			setJobSetStatus(t, tj, func(s *jobsetv1alpha2.JobSetStatus) {
+			cluster.SetJobSetStatus(t, env.Client, key(tj), optest.Timeout, func(s *jobsetv1alpha2.JobSetStatus) {
 				s.Conditions = append(s.Conditions, end.jobSet)
 				s.ReplicatedJobsStatus = status
 			})
@@ -427,7 +429,7 @@ func TestConditions(t *testing.T) {
 
 // TestJobsStatus: jobsStatus follows the JobSet's replicated jobs.
 func TestJobsStatus(t *testing.T) {
-	ns := optest.NewNamespace(t, env.Client)
+	ns := cluster.NewNamespace(t, env.Client, "test-", nil)
 	createTrainingRuntime(t, ns, "torch", torchSpec())
 	tj := newTrainJob(ns, "alpha", trainer.TrainingRuntimeKind, "torch")
 	create(t, tj)
@@ -436,7 +438,7 @@ func TestJobsStatus(t *testing.T) {
 		{Name: trainer.Node, Ready: 1, Active: 1},
 		{Name: trainer.Node, Failed: 1},
 	} {
-		setJobSetStatus(t, tj, func(s *jobsetv1alpha2.JobSetStatus) {
+		cluster.SetJobSetStatus(t, env.Client, key(tj), optest.Timeout, func(s *jobsetv1alpha2.JobSetStatus) {
 			s.ReplicatedJobsStatus = []jobsetv1alpha2.ReplicatedJobStatus{step}
 		})
 		want := []trainer.JobStatus{{Name: step.Name, Ready: ptr.To(step.Ready), Succeeded: ptr.To(step.Succeeded),
@@ -454,7 +456,7 @@ func TestJobsStatus(t *testing.T) {
 // (DeadlineExceeded) and loses its JobSet; a suspended job's clock is
 // stopped, and restarts at resume.
 func TestActiveDeadline(t *testing.T) {
-	ns := optest.NewNamespace(t, env.Client)
+	ns := cluster.NewNamespace(t, env.Client, "test-", nil)
 	createTrainingRuntime(t, ns, "torch", torchSpec())
 	deadlineExceeded := condition{trainer.TrainJobFailed, "True", trainer.TrainJobDeadlineExceededReason, trainer.TrainJobDeadlineExceededMessage}
 	notFailed := func(ctx context.Context, tj *trainer.TrainJob) error {
@@ -476,16 +478,21 @@ func TestActiveDeadline(t *testing.T) {
 		optest.Eventually(t, "the JobSet is deleted", func(ctx context.Context) error {
 			return optest.Absent(ctx, env.Client, key(tj), &jobsetv1alpha2.JobSet{})
 		})
-		optest.Consistently(t, "a failed TrainJob's JobSet is not built again", func(ctx context.Context) error {
-			return optest.Absent(ctx, env.Client, key(tj), &jobsetv1alpha2.JobSet{})
-		})
+		// The barrier: the operator's cache has the JobSet's deletion, and its reconcile has ended.
+		settle(t, ns)
+		if err := optest.Absent(t.Context(), env.Client, key(tj), &jobsetv1alpha2.JobSet{}); err != nil {
+			t.Errorf("a failed TrainJob's JobSet is built again: %v", err)
+		}
 	})
 	t.Run("not yet", func(t *testing.T) {
 		tj := newTrainJob(ns, "not-yet", trainer.TrainingRuntimeKind, "torch")
 		tj.Spec.ActiveDeadlineSeconds = 3600
 		create(t, tj)
 		jobSetOf(t, tj)
-		optest.Consistently(t, "no failure before the deadline", func(ctx context.Context) error { return notFailed(ctx, tj) })
+		settle(t, ns)
+		if err := notFailed(t.Context(), tj); err != nil {
+			t.Errorf("before the deadline: %v", err)
+		}
 	})
 	// suspendedPastDeadline is a suspended TrainJob that stays suspended
 	// past its deadline without failing.
@@ -494,8 +501,20 @@ func TestActiveDeadline(t *testing.T) {
 		tj.Spec.ActiveDeadlineSeconds = deadline
 		tj.Spec.Suspend = ptr.To(true)
 		create(t, tj)
-		trainJobMatches(t, tj, "Suspended", hasConditions(componentsCreated, suspended))
-		optest.Consistently(t, "no failure while suspended", func(ctx context.Context) error { return notFailed(ctx, tj) })
+		got := trainJobMatches(t, tj, "Suspended", hasConditions(componentsCreated, suspended))
+		// The barrier: once the deadline has passed since the creation, a label the operator does not read
+		// makes it reconcile the TrainJob again, and that reconcile has ended.
+		optest.Eventually(t, "the deadline has passed since the creation", func(context.Context) error {
+			if passed := time.Since(got.CreationTimestamp.Time); passed <= time.Duration(deadline+1)*time.Second {
+				return fmt.Errorf("%v since the creation", passed.Round(time.Millisecond))
+			}
+			return nil
+		})
+		touch(t, tj, "past-deadline")
+		optest.Settled(t)
+		if err := notFailed(t.Context(), tj); err != nil {
+			t.Errorf("suspended past its deadline: %v", err)
+		}
 		return tj
 	}
 	t.Run("suspended", func(t *testing.T) { suspendedPastDeadline(t, "suspended", 1) })

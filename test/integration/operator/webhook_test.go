@@ -17,6 +17,7 @@ import (
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/scheme"
+	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/integration/operator/internal/optest"
 )
 
@@ -94,7 +95,7 @@ func warningClient(t testing.TB) (client.Client, *warnings) {
 // TestTrainJobCreateValidation: what the schema (422) and the webhook
 // (403) refuse when a TrainJob is created.
 func TestTrainJobCreateValidation(t *testing.T) {
-	ns := optest.NewNamespace(t, env.Client)
+	ns := cluster.NewNamespace(t, env.Client, "test-", nil)
 	createTrainingRuntime(t, ns, "torch", torchSpec())
 	createTrainingRuntime(t, ns, "plain", runtimeSpec(&trainer.MLPolicy{NumNodes: ptr.To[int32](1)},
 		replicatedJob(trainer.Node, trainer.AncestorTrainer, trainer.Node)))
@@ -235,7 +236,7 @@ spec: {runtimeRef: {name: torch, kind: TrainingRuntime}}`,
 // TestTrainJobDefaults: the schema's defaults, the managedBy and manager
 // rules, and the time the defaulter stamps on every runtimePatch.
 func TestTrainJobDefaults(t *testing.T) {
-	ns := optest.NewNamespace(t, env.Client)
+	ns := cluster.NewNamespace(t, env.Client, "test-", nil)
 	createTrainingRuntime(t, ns, "torch", torchSpec())
 	cluster := createClusterTrainingRuntime(t, "default", torchSpec(), nil)
 
@@ -310,7 +311,7 @@ spec: {runtimeRef: {name: torch, kind: TrainingRuntime}, runtimePatches: [{manag
 // only for a TrainJob with runtimePatches (its matchConditions), the only
 // thing it stamps; every other TrainJob is admitted without the round trip.
 func TestDefaulterOnlyForRuntimePatches(t *testing.T) {
-	ns := optest.NewNamespace(t, env.Client)
+	ns := cluster.NewNamespace(t, env.Client, "test-", nil)
 	createTrainingRuntime(t, ns, "torch", torchSpec())
 	calls := func() float64 {
 		t.Helper()
@@ -361,7 +362,7 @@ spec:
 
 // TestTrainJobUpdateValidation: what may change after creation.
 func TestTrainJobUpdateValidation(t *testing.T) {
-	ns := optest.NewNamespace(t, env.Client)
+	ns := cluster.NewNamespace(t, env.Client, "test-", nil)
 	createTrainingRuntime(t, ns, "torch", torchSpec())
 	createTrainingRuntime(t, ns, "other", torchSpec())
 	long := metav1.NewTime(time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC))
@@ -444,7 +445,7 @@ spec:
 	t.Run("runtimePatches while a suspended JobSet still runs pods", func(t *testing.T) {
 		tj := newJob(t, "active", true)
 		jobSetOf(t, tj)
-		setJobSetStatus(t, tj, func(s *jobsetv1alpha2.JobSetStatus) {
+		cluster.SetJobSetStatus(t, env.Client, key(tj), optest.Timeout, func(s *jobsetv1alpha2.JobSetStatus) {
 			s.ReplicatedJobsStatus = []jobsetv1alpha2.ReplicatedJobStatus{{Name: trainer.Node, Active: 1}}
 		})
 		checkAdmission(t, update(t, tj, func(tj *trainer.TrainJob) { podSpec(tj, 0).NodeSelector = map[string]string{"a": "c"} }),
@@ -456,7 +457,7 @@ spec:
 // webhooks check the replicated jobs of TrainJob steps (403), skipping
 // runtimes labelled webhook-validation: disabled.
 func TestRuntimeValidation(t *testing.T) {
-	ns := optest.NewNamespace(t, env.Client)
+	ns := cluster.NewNamespace(t, env.Client, "test-", nil)
 	c, warned := warningClient(t)
 	createRuntime := func(t *testing.T, name, doc string) error {
 		rt := decode(t, doc, &trainer.TrainingRuntime{})

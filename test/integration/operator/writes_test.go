@@ -17,6 +17,7 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/integration/operator/internal/optest"
 )
 
@@ -246,7 +247,7 @@ func touch(t *testing.T, tj *trainer.TrainJob, value string) {
 // transport (issue 8: at most 3 per TrainJob with ComponentsCreated, none
 // refused because the cache lagged, none for a TrainJob already as built).
 func TestWrites(t *testing.T) {
-	ns := optest.NewNamespace(t, env.Client)
+	ns := cluster.NewNamespace(t, env.Client, "test-", nil)
 	createTrainingRuntime(t, ns, "torch", torchSpec())
 	// The runtime snapshot and the JobSet are created, not applied: a create
 	// costs the API server less.
@@ -264,7 +265,7 @@ func TestWrites(t *testing.T) {
 		// What the JobSet controller reports before any of its Jobs runs
 		// is what the TrainJob's status already says.
 		before = requests.of(ns)
-		setJobSetStatus(t, tj, func(s *jobsetv1alpha2.JobSetStatus) {
+		cluster.SetJobSetStatus(t, env.Client, key(tj), optest.Timeout, func(s *jobsetv1alpha2.JobSetStatus) {
 			s.ReplicatedJobsStatus = []jobsetv1alpha2.ReplicatedJobStatus{{Name: trainer.Node}}
 		})
 		wantWrites(t, "the JobSet controller's first status", settledWrites(t, ns, before), map[string]int{}, map[string]int{})

@@ -85,7 +85,7 @@ func TestDeploy(t *testing.T) {
 	optest.Eventually(t, "the operator is ready", op.Ready)
 	optest.Eventually(t, "the webhooks are served", func(ctx context.Context) error { return optest.WebhooksServed(ctx, env.Client) })
 
-	ns := optest.NewNamespace(t, env.Client)
+	ns := cluster.NewNamespace(t, env.Client, "test-", nil)
 	t.Run("torch-distributed", func(t *testing.T) {
 		tj := trainJob(ns, "torch", "torch-distributed")
 		tj.Spec.Trainer = &trainer.Trainer{NumNodes: ptr.To[int32](2)}

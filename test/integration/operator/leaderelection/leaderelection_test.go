@@ -28,6 +28,7 @@ import (
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/config"
+	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/integration/operator/internal/optest"
 )
 
@@ -118,7 +119,7 @@ func TestLeaderElection(t *testing.T) {
 	t.Cleanup(func() { _ = b.Stop() })
 	optest.Eventually(t, "operator B is ready", b.Ready)
 
-	ns := optest.NewNamespace(t, env.Client)
+	ns := cluster.NewNamespace(t, env.Client, "test-", nil)
 	createRuntime(t, ns)
 	reachesJobSet(t, ns, "before")
 	optest.Consistently(t, "only operator A leads", func(ctx context.Context) error {
@@ -200,7 +201,7 @@ func createRuntime(t *testing.T, ns string) {
 // TestWatchNamespace: an operator told to watch one namespace reconciles
 // the TrainJobs there and no others.
 func TestWatchNamespace(t *testing.T) {
-	watched, other := optest.NewNamespace(t, env.Client), optest.NewNamespace(t, env.Client)
+	watched, other := cluster.NewNamespace(t, env.Client, "test-", nil), cluster.NewNamespace(t, env.Client, "test-", nil)
 	createRuntime(t, watched)
 	createRuntime(t, other)
 	cfg := withoutWebhooks(t)

@@ -33,6 +33,7 @@ import (
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/render"
+	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/integration/operator/internal/optest"
 )
 
@@ -109,7 +110,7 @@ spec:
 // what the API server sets (uid, resourceVersion, generation,
 // creationTimestamp, managedFields, status) is left out of the comparison.
 func TestRenderIsWhatTheOperatorApplies(t *testing.T) {
-	ns := optest.NewNamespace(t, env.Client)
+	ns := cluster.NewNamespace(t, env.Client, "test-", nil)
 	rt := &trainer.TrainingRuntime{}
 	tj := &trainer.TrainJob{}
 	// The runtime first: the webhook refuses a TrainJob whose runtime does not exist (a map's order is random).

@@ -2,7 +2,6 @@ package optest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -13,8 +12,8 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/controller"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
+	"github.com/kubectl-trainjob/kubectl-trainjob/test/stack"
 )
 
 // A test that a thing does NOT happen must first show that the operator
@@ -79,36 +78,14 @@ func BuiltVersion(key client.ObjectKey, rv string) error {
 	return nil
 }
 
-// trainJobControllerIdle is nil when the TrainJob controllers of the test
-// process have no reconcile running (controller_runtime_active_workers) and
-// no request ready in their queues (workqueue_depth; a request waiting for
-// its RequeueAfter or back-off is not counted). The metrics live in
-// controller-runtime's process-wide registry, summed over the operators
-// the process runs: idle means idle in all of them.
-func trainJobControllerIdle() error {
+// trainJobControllerIdle is stack.TrainJobControllerIdle of controller-runtime's process-wide registry: the
+// TrainJob controllers of every operator the test process runs.
+func trainJobControllerIdle(context.Context) error {
 	families, err := crmetrics.Registry.Gather()
 	if err != nil {
 		return err
 	}
-	var active, queued float64
-	for _, mf := range families {
-		for _, m := range mf.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			switch {
-			case mf.GetName() == "controller_runtime_active_workers" && labels["controller"] == controller.TrainJobControllerName:
-				active += m.GetGauge().GetValue()
-			case mf.GetName() == "workqueue_depth" && labels["name"] == controller.TrainJobControllerName:
-				queued += m.GetGauge().GetValue()
-			}
-		}
-	}
-	if active != 0 || queued != 0 {
-		return fmt.Errorf("the TrainJob controller runs %v reconciles and has %v queued", active, queued)
-	}
-	return nil
+	return stack.TrainJobControllerIdle(families)
 }
 
 // Settled waits until the TrainJob controllers of the test process are idle
@@ -125,23 +102,7 @@ func trainJobControllerIdle() error {
 // order it delivers them, first in first out).
 func Settled(t testing.TB) {
 	t.Helper()
-	if err := Poll(t.Context(), Timeout, settled()); err != nil {
+	if err := Poll(t.Context(), Timeout, stack.Settled(trainJobControllerIdle)); err != nil {
 		t.Fatalf("the TrainJob controller settles: %v", err)
-	}
-}
-
-// settled is a Poll condition true at the second of two idle polls in a row.
-func settled() func(context.Context) error {
-	idleBefore := false
-	return func(context.Context) error {
-		if err := trainJobControllerIdle(); err != nil {
-			idleBefore = false
-			return err
-		}
-		if !idleBefore {
-			idleBefore = true
-			return errors.New("idle at one poll; polling again")
-		}
-		return nil
 	}
 }

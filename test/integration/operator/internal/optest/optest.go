@@ -19,9 +19,7 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -189,8 +187,8 @@ var (
 )
 
 // StartOperator starts an operator that talks to the API server as
-// restConfig says, and returns once it is ready, or has not stopped within
-// Timeout. Its ports were free when InProcess picked them, but another
+// restConfig says, and returns once it is ready; it fails when the operator
+// stopped, or was not ready within Timeout (and is then stopped). Its ports were free when InProcess picked them, but another
 // process (go test runs packages side by side) may have taken one since:
 // the operator then stops at once, and it is started again on other ports.
 func StartOperator(ctx context.Context, restConfig *rest.Config, cfg *config.Configuration) (*Operator, error) {
@@ -227,8 +225,8 @@ func startOperator(ctx context.Context, restConfig *rest.Config, cfg *config.Con
 
 // readyOrStopped waits until the operator is ready and serves its metrics
 // (readiness does not cover them), and returns nil, or has stopped, and
-// returns why. After Timeout it returns nil: the caller waits for what it
-// needs.
+// returns why. After Timeout it returns what was still missing: a test
+// must not go on with an operator that never became ready.
 func (o *Operator) readyOrStopped(ctx context.Context) error {
 	err := Poll(ctx, Timeout, func(ctx context.Context) error {
 		select {
@@ -248,6 +246,10 @@ func (o *Operator) readyOrStopped(ctx context.Context) error {
 	var s stopped
 	if errors.As(err, &s) {
 		return fmt.Errorf("the operator stopped as it started: %w", s.err)
+	}
+	if err != nil {
+		_ = o.Stop()
+		return fmt.Errorf("the operator is not ready and serving its metrics: %w", err)
 	}
 	return nil
 }
@@ -291,13 +293,10 @@ func stopAll() {
 	running = nil
 }
 
-// Eventually polls cond until it returns nil, and fails the test with
-// cond's last error after Timeout.
+// Eventually is cluster.Eventually with Timeout.
 func Eventually(t testing.TB, what string, cond func(ctx context.Context) error) {
 	t.Helper()
-	if err := Poll(t.Context(), Timeout, cond); err != nil {
-		t.Fatalf("%s: %v", what, err)
-	}
+	cluster.Eventually(t, what, Timeout, cond)
 }
 
 // Poll polls cond until it returns nil or timeout passes; then it returns
@@ -333,21 +332,6 @@ func Consistently(t testing.TB, what string, cond func(ctx context.Context) erro
 		case <-ticker.C:
 		}
 	}
-}
-
-// NewNamespace creates a namespace for one test and deletes it after.
-func NewNamespace(t testing.TB, c client.Client) string {
-	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "test-"}}
-	if err := c.Create(t.Context(), ns); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := c.Delete(context.Background(), ns); client.IgnoreNotFound(err) != nil {
-			t.Error(err)
-		}
-	})
-	return ns.Name
 }
 
 // Get reads an object, for use in Eventually.
