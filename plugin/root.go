@@ -1,8 +1,9 @@
 // Package plugin is the kubectl plugin face of the binary: `kubectl trainjob …`.
 // "Plugin" here is kubectl's word (a command kubectl finds on the PATH); the
 // Pipeline Framework's plugins (Torch, MPI, JobSet, …) are pkg/pipeline/plugins.
-// Each command lives in its own file or package with an Options struct
-// (Complete, Validate, Run) as kubectl's own commands do; their help is
+// Each command lives in its own file or package with an Options struct that
+// implements cmdutil.Command (Complete, Validate, Run) as kubectl's own
+// commands do, and whose RunE is cmdutil.RunCommand; their help is
 // kubectl's: descriptions and examples normalized by k8s.io/kubectl's
 // util/templates, kubectl's usage template with the commands in groups, and
 // kubectl's global flags listed by `kubectl trainjob options`.

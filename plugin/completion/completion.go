@@ -3,6 +3,7 @@
 package completion
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -43,8 +44,10 @@ type CompletionOptions struct {
 	cmdutil.Streams
 }
 
+var _ cmdutil.Command = (*CompletionOptions)(nil)
+
 // NewCmdCompletion is `kubectl trainjob completion SHELL`.
-func NewCmdCompletion(_ cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
+func NewCmdCompletion(f cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
 	o := &CompletionOptions{Streams: streams}
 	return &cobra.Command{
 		Use:                   "completion " + strings.Join(Shells, "|"),
@@ -55,18 +58,15 @@ func NewCmdCompletion(_ cmdutil.Factory, streams cmdutil.Streams) *cobra.Command
 		Args:                  cobra.ExactArgs(1),
 		ValidArgs:             Shells,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			o.Complete(cmd, args)
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run()
+			return cmdutil.RunCommand(f, o, cmd, args)
 		},
 	}
 }
 
 // Complete records the shell and the root command whose completions are generated.
-func (o *CompletionOptions) Complete(cmd *cobra.Command, args []string) {
+func (o *CompletionOptions) Complete(_ cmdutil.Factory, cmd *cobra.Command, args []string) error {
 	o.Shell, o.root = args[0], cmd.Root()
+	return nil
 }
 
 // Validate rejects an unknown shell.
@@ -80,7 +80,7 @@ func (o *CompletionOptions) Validate() error {
 }
 
 // Run writes the script.
-func (o *CompletionOptions) Run() error {
+func (o *CompletionOptions) Run(context.Context) error {
 	return generate(o.root, o.Shell, o.Out)
 }
 

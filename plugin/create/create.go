@@ -123,6 +123,8 @@ type CreateOptions struct {
 	cmdutil.Streams
 }
 
+var _ cmdutil.Command = (*CreateOptions)(nil)
+
 // NewCreateOptions returns the defaults of the flags.
 func NewCreateOptions(streams cmdutil.Streams) *CreateOptions {
 	return &CreateOptions{
@@ -157,13 +159,7 @@ func NewCmdCreateWithOptions(f cmdutil.Factory, o *CreateOptions) *cobra.Command
 		Long:                  createLong,
 		Example:               createExample,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(f, cmd, args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
+			return cmdutil.RunCommand(f, o, cmd, args)
 		},
 	}
 	fl := cmd.Flags()
@@ -191,8 +187,12 @@ func (o *CreateOptions) addRunFlags(cmd *cobra.Command) {
 	_ = cmd.RegisterFlagCompletionFunc("dry-run", cobra.FixedCompletions([]string{dryRunNone, dryRunClient, dryRunServer}, cobra.ShellCompDirectiveNoFileComp))
 }
 
-// Complete resolves the namespace, the client, NAME and the trainer command after --.
+// Complete resolves the namespace, the client, NAME and the trainer command after --; of rerun, NAME, NEW and
+// --set (completeRerun).
 func (o *CreateOptions) Complete(f cmdutil.Factory, cmd *cobra.Command, args []string) error {
+	if o.rerun {
+		return o.completeRerun(f, cmd, args)
+	}
 	if dash := cmd.ArgsLenAtDash(); dash >= 0 {
 		o.spec.command, args = args[dash:], args[:dash]
 		if len(o.spec.command) == 0 {

@@ -55,13 +55,7 @@ func NewCmdRerunWithOptions(f cmdutil.Factory, o *CreateOptions) *cobra.Command 
 			return names(cmd, args, toComplete)
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.CompleteRerun(f, cmd, args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
+			return cmdutil.RunCommand(f, o, cmd, args)
 		},
 	}
 	cmd.Flags().StringArrayVar(&o.sets, "set", nil, "Change the copy as create's flag FLAG=VALUE would, e.g. nodes=4 or env=EPOCHS=10 (repeatable)")
@@ -74,9 +68,9 @@ func NewCmdRerunWithOptions(f cmdutil.Factory, o *CreateOptions) *cobra.Command 
 	return cmd
 }
 
-// CompleteRerun resolves NAME, NEW, the --set changes and the trainer command after --, then what create
-// resolves.
-func (o *CreateOptions) CompleteRerun(f cmdutil.Factory, cmd *cobra.Command, args []string) error {
+// completeRerun is rerun's Complete: it resolves NAME, NEW, the --set changes and the trainer command after
+// --, then what create resolves.
+func (o *CreateOptions) completeRerun(f cmdutil.Factory, cmd *cobra.Command, args []string) error {
 	if dash := cmd.ArgsLenAtDash(); dash >= 0 {
 		o.spec.command, args = args[dash:], args[:dash]
 		if len(o.spec.command) == 0 {

@@ -54,23 +54,24 @@ type Options struct {
 	Config config.Flags
 
 	Streams   cmdutil.Streams
-	factory   cmdutil.Factory
 	outOfTree pipeline.Registry
 	namespace string
 	client    client.Client
 	decoder   runtime.Decoder
 }
 
+var _ cmdutil.Command = (*Options)(nil)
+
 // NewCmd builds `describe-pipeline`, showing the pipeline of the in-tree
 // plugins and outOfTree (app.WithPlugin) as the operator of the same binary
 // runs it.
 func NewCmd(outOfTree pipeline.Registry) func(cmdutil.Factory, cmdutil.Streams) *cobra.Command {
 	return func(f cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
-		return newCmd(&Options{Streams: streams, factory: f, outOfTree: outOfTree})
+		return newCmd(f, &Options{Streams: streams, outOfTree: outOfTree})
 	}
 }
 
-func newCmd(o *Options) *cobra.Command {
+func newCmd(f cmdutil.Factory, o *Options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "describe-pipeline [NAME | --runtime RUNTIME | -f FILE]",
 		Aliases: []string{"pipeline"},
@@ -79,13 +80,7 @@ func newCmd(o *Options) *cobra.Command {
 		Example: example,
 		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
+			return cmdutil.RunCommand(f, o, cmd, args)
 		},
 	}
 	cmd.Flags().StringVar(&o.Runtime, "runtime", "", "Describe the pipeline of this runtime (in the cluster) for a TrainJob with no overrides")
@@ -98,22 +93,22 @@ func newCmd(o *Options) *cobra.Command {
 }
 
 // Complete resolves the namespace and, for a live TrainJob or runtime, the client.
-func (o *Options) Complete(args []string) error {
+func (o *Options) Complete(f cmdutil.Factory, _ *cobra.Command, args []string) error {
 	if len(args) == 1 {
 		o.Name = args[0]
 	}
-	ns, _, err := o.factory.Namespace()
+	ns, _, err := f.Namespace()
 	if err != nil || ns == "" {
 		ns = "default"
 	}
 	o.namespace = ns
 	if len(o.Files) == 0 {
-		c, err := o.factory.Client()
+		c, err := f.Client()
 		if err != nil {
 			return err
 		}
 		o.client = c
-		o.decoder = serializer.NewCodecFactory(o.factory.Scheme()).UniversalDeserializer()
+		o.decoder = serializer.NewCodecFactory(f.Scheme()).UniversalDeserializer()
 	}
 	return nil
 }

@@ -77,18 +77,19 @@ type Options struct {
 	Config config.Flags
 
 	Streams   cmdutil.Streams
-	factory   cmdutil.Factory
 	outOfTree pipeline.Registry
 	namespace string
 	client    client.Client
 	decoder   runtime.Decoder
 }
 
+var _ cmdutil.Command = (*Options)(nil)
+
 // NewCmd builds `fit`, building TrainJobs with the in-tree plugins and outOfTree (app.WithPlugin), as the
 // operator of the same binary does.
 func NewCmd(outOfTree pipeline.Registry) func(cmdutil.Factory, cmdutil.Streams) *cobra.Command {
 	return func(f cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
-		o := &Options{Streams: streams, factory: f, outOfTree: outOfTree}
+		o := &Options{Streams: streams, outOfTree: outOfTree}
 		cmd := &cobra.Command{
 			Use:               "fit NAME | fit -f FILE",
 			Short:             "Say whether a TrainJob fits the cluster now, where, and what keeps the rest out",
@@ -97,13 +98,7 @@ func NewCmd(outOfTree pipeline.Registry) func(cmdutil.Factory, cmdutil.Streams) 
 			Args:              cobra.MaximumNArgs(1),
 			ValidArgsFunction: completion.TrainJobNames(f),
 			RunE: func(cmd *cobra.Command, args []string) error {
-				if err := o.Complete(args); err != nil {
-					return err
-				}
-				if err := o.Validate(); err != nil {
-					return err
-				}
-				return o.Run(cmd.Context())
+				return cmdutil.RunCommand(f, o, cmd, args)
 			},
 		}
 		cmd.Flags().StringSliceVarP(&o.Files, "filename", "f", nil, "File with the TrainJob (and, if it is not the cluster's, its runtime); - reads standard input")
@@ -116,15 +111,15 @@ func NewCmd(outOfTree pipeline.Registry) func(cmdutil.Factory, cmdutil.Streams) 
 }
 
 // Complete resolves NAME, the namespace and the client.
-func (o *Options) Complete(args []string) error {
+func (o *Options) Complete(f cmdutil.Factory, _ *cobra.Command, args []string) error {
 	if len(args) == 1 {
 		o.Name = args[0]
 	}
 	var err error
-	if o.namespace, o.client, err = cmdutil.NamespaceAndClient(o.factory, nil); err != nil {
+	if o.namespace, o.client, err = cmdutil.NamespaceAndClient(f, nil); err != nil {
 		return err
 	}
-	o.decoder = serializer.NewCodecFactory(o.factory.Scheme()).UniversalDeserializer()
+	o.decoder = serializer.NewCodecFactory(f.Scheme()).UniversalDeserializer()
 	return nil
 }
 

@@ -73,6 +73,8 @@ type Options struct {
 	clients *clients
 }
 
+var _ cmdutil.Command = (*Options)(nil)
+
 // NewCmdInstall is `kubectl trainjob install`.
 func NewCmdInstall(f cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
 	return NewCmdInstallWithOptions(f, NewOptions(streams))
@@ -94,7 +96,6 @@ func NewOptions(streams cmdutil.Streams) *Options {
 
 // NewCmdInstallWithOptions is `kubectl trainjob install` with preset options (tests).
 func NewCmdInstallWithOptions(f cmdutil.Factory, o *Options) *cobra.Command {
-	o.factory = f
 	cmd := &cobra.Command{
 		Use:   "install [-n NAMESPACE] [--image IMAGE] [--dry-run=client|server] [-o yaml|json] | --uninstall",
 		Short: "Install the operator (CRDs, webhooks, Deployment, runtimes) into the cluster, or remove it",
@@ -119,14 +120,8 @@ TrainJobs and TrainingRuntimes, and each shipped ClusterTrainingRuntime changed 
 pods (simulated clusters); --wait=false returns once everything is applied.`,
 		Example: example,
 		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.Complete(); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return cmdutil.RunCommand(f, o, cmd, args)
 		},
 	}
 	fl := cmd.Flags()
@@ -147,7 +142,8 @@ pods (simulated clusters); --wait=false returns once everything is applied.`,
 }
 
 // Complete resolves the namespace and image and rewrites the manifests for them.
-func (o *Options) Complete() error {
+func (o *Options) Complete(f cmdutil.Factory, _ *cobra.Command, _ []string) error {
+	o.factory = f
 	o.Namespace = DefaultNamespace
 	if ns := o.factory.NamespaceFlag(); ns != "" {
 		o.Namespace = ns

@@ -69,6 +69,8 @@ type DeleteOptions struct {
 	propagation metav1.DeletionPropagation
 }
 
+var _ cmdutil.Command = (*DeleteOptions)(nil)
+
 // NewDeleteOptions returns options reading the answer from streams.In.
 func NewDeleteOptions(streams cmdutil.Streams) *DeleteOptions {
 	return &DeleteOptions{
@@ -99,13 +101,7 @@ so --wait returns once the pods are gone; orphan leaves the children.`,
 		Example:           deleteExample,
 		ValidArgsFunction: completion.TrainJobNames(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(f, args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
+			return cmdutil.RunCommand(f, o, cmd, args)
 		},
 	}
 	cmd.Flags().BoolVar(&o.All, "all", o.All, "Delete every TrainJob of the namespace.")
@@ -120,7 +116,7 @@ so --wait returns once the pods are gone; orphan leaves the children.`,
 }
 
 // Complete resolves the namespace, the client and the propagation policy.
-func (o *DeleteOptions) Complete(f cmdutil.Factory, args []string) error {
+func (o *DeleteOptions) Complete(f cmdutil.Factory, _ *cobra.Command, args []string) error {
 	o.Names = args
 	switch o.Cascade {
 	case "background", "true":

@@ -32,6 +32,8 @@ type SuspendOptions struct {
 	Kueue *kueue.Client
 }
 
+var _ cmdutil.Command = (*SuspendOptions)(nil)
+
 // NewCmdSuspend is `kubectl trainjob suspend`.
 func NewCmdSuspend(f cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
 	return newCmdSuspend(f, &SuspendOptions{Streams: streams, Suspend: true}, &cobra.Command{
@@ -63,16 +65,13 @@ func newCmdSuspend(f cmdutil.Factory, o *SuspendOptions, cmd *cobra.Command) *co
 	cmd.Args = cobra.MinimumNArgs(1)
 	cmd.ValidArgsFunction = completion.TrainJobNames(f)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		if err := o.Complete(f, args); err != nil {
-			return err
-		}
-		return o.Run(cmd.Context())
+		return cmdutil.RunCommand(f, o, cmd, args)
 	}
 	return cmd
 }
 
 // Complete resolves the namespace and the client.
-func (o *SuspendOptions) Complete(f cmdutil.Factory, args []string) error {
+func (o *SuspendOptions) Complete(f cmdutil.Factory, _ *cobra.Command, args []string) error {
 	o.Names = args
 	var err error
 	if o.Namespace, o.Client, err = cmdutil.NamespaceAndClient(f, o.Client); err != nil {
@@ -83,6 +82,9 @@ func (o *SuspendOptions) Complete(f cmdutil.Factory, args []string) error {
 	}
 	return err
 }
+
+// Validate has nothing to check: cobra requires a NAME, and each TrainJob's patch says what is wrong with it.
+func (o *SuspendOptions) Validate() error { return nil }
 
 // Run patches each TrainJob; it goes on after an error and reports them all.
 func (o *SuspendOptions) Run(ctx context.Context) error {

@@ -75,6 +75,8 @@ type ListOptions struct {
 	wide    bool
 }
 
+var _ cmdutil.Command = (*ListOptions)(nil)
+
 // NewListOptions returns options writing to streams.
 func NewListOptions(streams cmdutil.Streams) *ListOptions {
 	return &ListOptions{
@@ -116,13 +118,7 @@ A dash means unknown.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(f, cmd); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
+			return cmdutil.RunCommand(f, o, cmd, args)
 		},
 	}
 	o.PrintFlags.AddFlags(cmd)
@@ -142,7 +138,7 @@ A dash means unknown.`,
 func stageNames() string { return strings.Join(stage.NamesOf(stage.WithQueued), ", ") }
 
 // Complete resolves the namespace, the client and the printer.
-func (o *ListOptions) Complete(f cmdutil.Factory, _ *cobra.Command) error {
+func (o *ListOptions) Complete(f cmdutil.Factory, _ *cobra.Command, _ []string) error {
 	var err error
 	if o.Namespace, o.Client, err = cmdutil.NamespaceAndClient(f, o.Client); err != nil {
 		return err

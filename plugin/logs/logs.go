@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -114,6 +115,8 @@ type LogsOptions struct {
 	RetryInterval time.Duration
 
 	prefixSet bool
+	// given are the flags set on the command line: --failed refuses those that pick a pod or container.
+	given     map[string]bool
 	sinceTime *metav1.Time
 	filter    lineFilter
 	sel       selection
@@ -125,6 +128,8 @@ type LogsOptions struct {
 
 	cmdutil.Streams
 }
+
+var _ cmdutil.Command = (*LogsOptions)(nil)
 
 // NewLogsOptions returns the defaults of the flags.
 func NewLogsOptions(streams cmdutil.Streams) *LogsOptions {
@@ -147,13 +152,7 @@ func NewCmdLogsWithOptions(f cmdutil.Factory, o *LogsOptions) *cobra.Command {
 		Args:                  cobra.ExactArgs(1),
 		ValidArgsFunction:     completion.TrainJobNames(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(f, cmd, args); err != nil {
-				return err
-			}
-			if err := o.Validate(cmd); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
+			return cmdutil.RunCommand(f, o, cmd, args)
 		},
 	}
 	fl := cmd.Flags()
@@ -186,6 +185,7 @@ func NewCmdLogsWithOptions(f cmdutil.Factory, o *LogsOptions) *cobra.Command {
 func (o *LogsOptions) Complete(f cmdutil.Factory, cmd *cobra.Command, args []string) error {
 	o.Name = args[0]
 	o.prefixSet = cmd.Flags().Changed("prefix")
+	o.given = givenFlags(cmd)
 	var err error
 	if o.Namespace, _, err = f.Namespace(); err != nil {
 		return err
@@ -212,11 +212,18 @@ func (o *LogsOptions) Complete(f cmdutil.Factory, cmd *cobra.Command, args []str
 	return nil
 }
 
+// givenFlags are the names of the flags set on cmd's command line.
+func givenFlags(cmd *cobra.Command) map[string]bool {
+	given := map[string]bool{}
+	cmd.Flags().Visit(func(fl *pflag.Flag) { given[fl.Name] = true })
+	return given
+}
+
 // Validate rejects flags that cannot work, naming them and the way out.
-func (o *LogsOptions) Validate(cmd *cobra.Command) error {
+func (o *LogsOptions) Validate() error {
 	if o.Failed {
 		for _, name := range []string{"follow", "previous", "stage", "rank", "node", "container", "all-containers"} {
-			if cmd.Flags().Changed(name) {
+			if o.given[name] {
 				return fmt.Errorf("--failed picks the pod and container itself: drop --%s", name)
 			}
 		}

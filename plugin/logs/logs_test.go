@@ -178,8 +178,8 @@ func TestValidate(t *testing.T) {
 			if err := cmd.ParseFlags(tc.args); err != nil {
 				t.Fatal(err)
 			}
-			o.sel.rankSet = cmd.Flags().Changed("rank")
-			err := o.Validate(cmd)
+			o.sel.rankSet, o.given = cmd.Flags().Changed("rank"), givenFlags(cmd)
+			err := o.Validate()
 			if got := errString(err); got != tc.err {
 				t.Errorf("Validate() = %q, want %q", got, tc.err)
 			}

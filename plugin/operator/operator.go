@@ -14,7 +14,6 @@ import (
 
 	"github.com/olekukonko/tablewriter/pkg/twwidth"
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -44,9 +43,14 @@ type CommandOptions struct {
 
 	zap       zap.Options
 	outOfTree pipeline.Registry
-	factory   cmdutil.Factory
 	streams   cmdutil.Streams
+	// factory gives the cluster connection; Complete keeps it.
+	factory cmdutil.Factory
+	// cfg is the configuration file with the flags given laid over it (Complete).
+	cfg *config.Configuration
 }
+
+var _ cmdutil.Command = (*CommandOptions)(nil)
 
 // NewCommand returns the `operator` command of the binary, running the
 // Pipeline Framework with the in-tree plugins and outOfTree (app.WithPlugin). Its cluster connection comes from the
@@ -60,7 +64,7 @@ func NewCommand(outOfTree pipeline.Registry) func(cmdutil.Factory, cmdutil.Strea
 }
 
 func newCommand(outOfTree pipeline.Registry, f cmdutil.Factory, streams cmdutil.Streams) (*cobra.Command, *CommandOptions) {
-	o := &CommandOptions{outOfTree: outOfTree, factory: f, streams: streams, zap: zap.Options{}}
+	o := &CommandOptions{outOfTree: outOfTree, streams: streams, zap: zap.Options{}}
 	cmd := &cobra.Command{
 		Use:   "operator",
 		Short: "Run the operator: reconcile TrainJobs into JobSets, serve the admission webhooks",
@@ -79,12 +83,8 @@ configuration.`),
   # Against the current kubeconfig context, without leader election or webhooks
   kubectl-trainjob operator --leader-elect=false --webhooks=false --metrics-bind-address=0`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, restConfig, err := o.Complete(cmd)
-			if err != nil {
-				return err
-			}
-			return o.Run(cmd.Context(), cfg, restConfig)
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return cmdutil.RunCommand(f, o, cmd, args)
 		},
 	}
 	fs := cmd.Flags()
@@ -107,11 +107,14 @@ configuration.`),
 }
 
 // Complete reads the configuration file, lays the flags given on the
-// command line over it, and resolves the cluster connection.
-func (o *CommandOptions) Complete(cmd *cobra.Command) (*config.Configuration, *rest.Config, error) {
+// command line over it and defaults the rest. The cluster connection is
+// resolved when the operator starts (Run), after the configuration is
+// validated.
+func (o *CommandOptions) Complete(f cmdutil.Factory, cmd *cobra.Command, _ []string) error {
+	o.factory = f
 	cfg, err := o.Config.Load()
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
 	overrides := map[string]func(){
 		"operator-namespace":        func() { cfg.Namespace = o.Namespace },
@@ -131,18 +134,26 @@ func (o *CommandOptions) Complete(cmd *cobra.Command) (*config.Configuration, *r
 		}
 	}
 	cfg.Default()
-	if err := cfg.Validate(); err != nil {
-		return nil, nil, fmt.Errorf("invalid configuration: %w", err)
-	}
-	restConfig, err := o.factory.ToRESTConfig()
-	if err != nil {
-		return nil, nil, err
-	}
-	return cfg, restConfig, nil
+	o.cfg = cfg
+	return nil
 }
 
-// Run starts the operator and blocks until SIGINT or SIGTERM.
-func (o *CommandOptions) Run(ctx context.Context, cfg *config.Configuration, restConfig *rest.Config) error {
+// Validate checks the configuration.
+func (o *CommandOptions) Validate() error {
+	if err := o.cfg.Validate(); err != nil {
+		return fmt.Errorf("invalid configuration: %w", err)
+	}
+	return nil
+}
+
+// Run connects to the cluster, starts the operator and blocks until SIGINT
+// or SIGTERM.
+func (o *CommandOptions) Run(ctx context.Context) error {
+	cfg := o.cfg
+	restConfig, err := o.factory.ToRESTConfig()
+	if err != nil {
+		return err
+	}
 	logger := operator.NewLogger(&o.zap, o.streams.ErrOut)
 	log.SetLogger(logger)
 	klog.SetLogger(logger)

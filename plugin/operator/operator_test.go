@@ -47,13 +47,21 @@ featureGates: {TrainJobStatus: true}
 	ran := false
 	adder := func(f cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
 		cmd, o := newCommand(pipeline.Registry{}, f, streams)
-		// Parse without running: Complete is what RunE calls first.
-		cmd.RunE = func(c *cobra.Command, _ []string) error {
+		// Parse without running: Complete and Validate are what RunE calls first, and Run connects with the
+		// factory's REST config.
+		cmd.RunE = func(c *cobra.Command, args []string) error {
 			ran = true
-			cfg, rc, err := o.Complete(c)
+			if err := o.Complete(f, c, args); err != nil {
+				return err
+			}
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			rc, err := o.factory.ToRESTConfig()
 			if err != nil {
 				return err
 			}
+			cfg := o.cfg
 			got := map[string]any{
 				"namespace": cfg.Namespace, "webhookPort": *cfg.Webhook.Port, "qps": *cfg.ClientConnection.QPS,
 				"leaderElect": *cfg.LeaderElection.LeaderElect, "TrainJobStatus": cfg.FeatureGates["TrainJobStatus"],

@@ -93,6 +93,8 @@ type PortForwardOptions struct {
 	cmdutil.Streams
 }
 
+var _ cmdutil.Command = (*PortForwardOptions)(nil)
+
 // NewPortForwardOptions returns the defaults of the flags.
 func NewPortForwardOptions(streams cmdutil.Streams) *PortForwardOptions {
 	return &PortForwardOptions{Streams: streams, Address: []string{"localhost"}}
@@ -115,13 +117,7 @@ func NewCmdPortForward(f cmdutil.Factory, streams cmdutil.Streams) *cobra.Comman
 			return names(cmd, args, toComplete)
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(f, cmd, args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
+			return cmdutil.RunCommand(f, o, cmd, args)
 		},
 	}
 	fl := cmd.Flags()

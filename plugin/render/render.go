@@ -44,19 +44,20 @@ type Options struct {
 	Config config.Flags
 
 	Streams   cmdutil.Streams
-	factory   cmdutil.Factory
 	outOfTree pipeline.Registry
 }
+
+var _ cmdutil.Command = (*Options)(nil)
 
 // NewCmd builds `render`, running the in-tree plugins and outOfTree
 // (app.WithPlugin) as the operator of the same binary does.
 func NewCmd(outOfTree pipeline.Registry) func(cmdutil.Factory, cmdutil.Streams) *cobra.Command {
 	return func(f cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
-		return newCmd(&Options{Streams: streams, factory: f, outOfTree: outOfTree})
+		return newCmd(f, &Options{Streams: streams, outOfTree: outOfTree})
 	}
 }
 
-func newCmd(o *Options) *cobra.Command {
+func newCmd(f cmdutil.Factory, o *Options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "render -f TRAINJOB_FILE [--runtime RUNTIME_FILE]",
 		Short: "Print the objects the operator would create for a TrainJob, without a cluster",
@@ -73,14 +74,8 @@ Flux's CURVE certificate) are random and live only in their Secrets, so render
 prints new ones at every run unless the Secret is in the files.`,
 		Example: example,
 		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.Complete(); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return cmdutil.RunCommand(f, o, cmd, args)
 		},
 	}
 	cmd.Flags().StringSliceVarP(&o.Files, "filename", "f", nil, "TrainJob file(s); - reads standard input. Runtimes in these files are used too")
@@ -93,11 +88,11 @@ prints new ones at every run unless the Secret is in the files.`,
 }
 
 // Complete resolves the namespace: --namespace, else the kubeconfig's, else default.
-func (o *Options) Complete() error {
+func (o *Options) Complete(f cmdutil.Factory, _ *cobra.Command, _ []string) error {
 	o.Namespace = "default"
-	if ns := o.factory.NamespaceFlag(); ns != "" {
+	if ns := f.NamespaceFlag(); ns != "" {
 		o.Namespace = ns
-	} else if ns, _, err := o.factory.Namespace(); err == nil && ns != "" {
+	} else if ns, _, err := f.Namespace(); err == nil && ns != "" {
 		o.Namespace = ns
 	}
 	return nil

@@ -57,6 +57,8 @@ type RuntimesOptions struct {
 	cmdutil.Streams
 }
 
+var _ cmdutil.Command = (*RuntimesOptions)(nil)
+
 // NewRuntimesOptions returns the defaults of the flags.
 func NewRuntimesOptions(streams cmdutil.Streams) *RuntimesOptions {
 	return &RuntimesOptions{
@@ -80,11 +82,8 @@ func NewCmdRuntimesWithOptions(f cmdutil.Factory, o *RuntimesOptions) *cobra.Com
 		Long:    runtimesLong,
 		Example: runtimesExample,
 		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.Complete(f); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return cmdutil.RunCommand(f, o, cmd, args)
 		},
 	}
 	cmd.Flags().BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "List the TrainingRuntimes of every namespace")
@@ -94,7 +93,7 @@ func NewCmdRuntimesWithOptions(f cmdutil.Factory, o *RuntimesOptions) *cobra.Com
 }
 
 // Complete resolves the namespace and the client.
-func (o *RuntimesOptions) Complete(f cmdutil.Factory) error {
+func (o *RuntimesOptions) Complete(f cmdutil.Factory, _ *cobra.Command, _ []string) error {
 	var err error
 	if o.namespace, _, err = f.Namespace(); err != nil {
 		return err
@@ -103,6 +102,10 @@ func (o *RuntimesOptions) Complete(f cmdutil.Factory) error {
 	o.client, err = f.Client()
 	return err
 }
+
+// Validate has nothing to check: cobra refuses arguments, and the printer refuses an unknown -o once there is
+// something to print.
+func (o *RuntimesOptions) Validate() error { return nil }
 
 // Run lists and prints.
 func (o *RuntimesOptions) Run(ctx context.Context) error {

@@ -8,6 +8,7 @@
 package status
 
 import (
+	"context"
 	"fmt"
 	"io"
 
@@ -54,6 +55,8 @@ type StatusOptions struct {
 	// Logs reads the end of the log of the first failed container. Complete makes it.
 	Logs kubernetes.Interface
 }
+
+var _ cmdutil.Command = (*StatusOptions)(nil)
 
 // NewStatusOptions returns options writing to streams.
 func NewStatusOptions(streams cmdutil.Streams) *StatusOptions {
@@ -105,13 +108,7 @@ It then exits 0 if Complete and 2 if Failed.`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completion.TrainJobNames(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(f, cmd, args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd)
+			return cmdutil.RunCommand(f, o, cmd, args)
 		},
 	}
 	cmd.Flags().StringVarP(&o.Output, "output", "o", o.Output, "Output format: json or yaml (the summary as a document). Default: the status screen.")
@@ -159,8 +156,7 @@ func (o *StatusOptions) Validate() error {
 }
 
 // Run prints the status once, or follows the TrainJob with -w.
-func (o *StatusOptions) Run(cmd *cobra.Command) error {
-	ctx := cmd.Context()
+func (o *StatusOptions) Run(ctx context.Context) error {
 	if o.Watch {
 		if *o.Terminal {
 			return o.redraw(ctx)

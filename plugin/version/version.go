@@ -70,6 +70,8 @@ type VersionOptions struct {
 	cmdutil.Streams
 }
 
+var _ cmdutil.Command = (*VersionOptions)(nil)
+
 // NewVersionOptions returns the defaults of the flags.
 func NewVersionOptions(streams cmdutil.Streams) *VersionOptions {
 	return &VersionOptions{Streams: streams, OperatorNamespace: OperatorNamespace}
@@ -92,12 +94,8 @@ An operator that cannot be found or read is reported, not an error.`,
   # The plugin's alone, without a cluster, as JSON
   kubectl trainjob version --client -o json`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			o.Complete(f)
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return cmdutil.RunCommand(f, o, cmd, args)
 		},
 	}
 	cmd.Flags().BoolVar(&o.ClientOnly, "client", false, "Print the client version only, without contacting the cluster")
@@ -109,10 +107,11 @@ An operator that cannot be found or read is reported, not an error.`,
 
 // Complete makes the client, unless only the client version is wanted. A missing cluster is not an error
 // here: the operator's line says so.
-func (o *VersionOptions) Complete(f cmdutil.Factory) {
+func (o *VersionOptions) Complete(f cmdutil.Factory, _ *cobra.Command, _ []string) error {
 	if !o.ClientOnly {
 		o.client, o.clientErr = f.Client()
 	}
+	return nil
 }
 
 // Validate rejects an unknown output format.

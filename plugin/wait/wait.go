@@ -49,6 +49,8 @@ type WaitOptions struct {
 	targets []target
 }
 
+var _ cmdutil.Command = (*WaitOptions)(nil)
+
 // NewWaitOptions returns options writing to streams.
 func NewWaitOptions(streams cmdutil.Streams) *WaitOptions {
 	return &WaitOptions{Streams: streams}
@@ -79,13 +81,7 @@ can be reached any more).`,
 		Args:              cobra.MinimumNArgs(1),
 		ValidArgsFunction: completion.TrainJobNames(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(f, args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
+			return cmdutil.RunCommand(f, o, cmd, args)
 		},
 	}
 	cmd.Flags().StringArrayVar(&o.For, "for", o.For, "What to wait for: a stage, a condition type, condition=TYPE[=STATUS] or delete. Repeat (or comma-separate) for any of several.")
@@ -95,7 +91,7 @@ can be reached any more).`,
 }
 
 // Complete resolves the namespace and the client, and parses --for.
-func (o *WaitOptions) Complete(f cmdutil.Factory, args []string) error {
+func (o *WaitOptions) Complete(f cmdutil.Factory, _ *cobra.Command, args []string) error {
 	o.Names = args
 	o.targets = nil
 	for _, value := range o.For {
