@@ -49,7 +49,8 @@ type Validator interface {
 var runtimeRefPath = field.NewPath("spec", "runtimeRef")
 
 // Admit decides on a TrainJob being created (oldObj nil) or updated, as the validating webhook does: the
-// runtime it references must exist, then every CustomValidation plugin has its say. An update that leaves the
+// runtime it references must exist, then every CustomValidation plugin has its say, then, when v is an Enforcer,
+// the TrainJob's name must leave room for the names JobSet derives from it (validateName). An update that leaves the
 // spec as it was (labels, annotations, finalizers, owner references), and any update of a TrainJob being
 // deleted, is admitted as it is: the garbage collector's removal of a finalizer (`--cascade=foreground`) or
 // of owner references (`--cascade=orphan`) must always go through, even when the runtime is gone. The error
@@ -78,6 +79,12 @@ func Admit(ctx context.Context, v Validator, r Resolver, oldObj, newObj *trainer
 			gk.Kind, rt.Object.GetName(), trainer.DeprecationPolicyURL))
 	}
 	w, errs := v.Validate(ctx, rt, oldObj, newObj)
+	if e, ok := v.(Enforcer); ok && len(errs) == 0 {
+		// A TrainJob the enforcement cannot build is refused when it is built, as before.
+		if info, err := e.RuntimeInfo(newObj, rt, pipeline.BuildOptions{}); err == nil {
+			errs = validateName(info, newObj)
+		}
+	}
 	return append(warnings, w...), errs.ToAggregate()
 }
 

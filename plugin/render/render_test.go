@@ -90,6 +90,7 @@ func TestRenderBadInput(t *testing.T) {
 		{"CEL rule of the CRD", header + "spec: {runtimeRef: {name: torch-distributed}, trainer: {numProcPerNode: 0}}\n"},
 		{"schema minimum", header + "spec: {runtimeRef: {name: torch-distributed}, trainer: {numNodes: -1}}\n"},
 		{"name too long", "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: " + strings.Repeat("a", 64) + "}\nspec: {runtimeRef: {name: torch-distributed}}\n"},
+		{"name leaving no room for pod names", "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: " + strings.Repeat("a", 60) + "}\nspec: {runtimeRef: {name: torch-distributed}}\n"},
 		{"reserved env refused by the Torch plugin", header + "spec: {runtimeRef: {name: torch-distributed}, trainer: {env: [{name: PET_NNODES, value: \"9\"}]}}\n"},
 		{"patch of a replicated job the runtime lacks", header + "spec:\n  runtimeRef: {name: torch-distributed}\n  runtimePatches:\n  - manager: example.com/x\n    trainingRuntimeSpec: {template: {spec: {replicatedJobs: [{name: workers}]}}}\n"},
 		{"not YAML", "kind: [\n"},

@@ -206,9 +206,21 @@ spec: {runtimeRef: {name: torch, kind: TrainingRuntime}, trainer: {command: [` +
 metadata: {name: args-over}
 spec: {runtimeRef: {name: torch, kind: TrainingRuntime}, trainer: {args: [` + mib + `x]}}`,
 			want: invalidTrainJob("args-over", `[spec.trainer.args[0]: Too long: may not be more than 1048576 bytes, `+uncheckedRules+`]`)},
-		{name: "name of 63 characters", doc: `
-metadata: {name: ` + strings.Repeat("a", 63) + `}
+		// JobSet names the last pod <name>-node-0-0-<5 random characters>, and
+		// refuses a JobSet whose pod names would pass 63 characters.
+		{name: "name of 48 characters", doc: `
+metadata: {name: ` + strings.Repeat("a", 48) + `}
 spec: {runtimeRef: {name: torch, kind: TrainingRuntime}}`, want: allowed},
+		{name: "name of 49 characters", doc: `
+metadata: {name: ` + strings.Repeat("b", 49) + `}
+spec: {runtimeRef: {name: torch, kind: TrainingRuntime}}`, want: admission{403, deniedTrainJob +
+			`metadata.name: Invalid value: "` + strings.Repeat("b", 49) + `": must be no more than 48 characters with runtime "torch", and is 49: the longest name JobSet derives from it, pod "` +
+			strings.Repeat("b", 49) + `-node-0-0-abcde", must be no more than 63 characters; shorten the name by 1`}},
+		{name: "name of 48 characters and 11 nodes", doc: `
+metadata: {name: ` + strings.Repeat("c", 48) + `}
+spec: {runtimeRef: {name: torch, kind: TrainingRuntime}, trainer: {numNodes: 11}}`, want: admission{403, deniedTrainJob +
+			`metadata.name: Invalid value: "` + strings.Repeat("c", 48) + `": must be no more than 47 characters with runtime "torch", and is 48: the longest name JobSet derives from it, pod "` +
+			strings.Repeat("c", 48) + `-node-0-10-abcde", must be no more than 63 characters; shorten the name by 1`}},
 		{name: "name of 64 characters", doc: `
 metadata: {name: ` + strings.Repeat("a", 64) + `}
 spec: {runtimeRef: {name: torch, kind: TrainingRuntime}}`,

@@ -1,0 +1,66 @@
+package admission
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	batchv1 "k8s.io/api/batch/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
+)
+
+// Enforcer runs the Build phase's enforcement points (the pipeline's Framework does): the RuntimeInfo it
+// returns sizes the JobSet a TrainJob gets, so that Admit can tell whether the names JobSet derives from the
+// TrainJob's fit.
+type Enforcer interface {
+	RuntimeInfo(tj *trainer.TrainJob, rt *pipeline.Runtime, opts pipeline.BuildOptions) (*pipeline.RuntimeInfo, error)
+}
+
+// podNameSuffix stands for the random suffix of a pod's name, as JobSet's webhook counts it.
+const podNameSuffix = "-abcde"
+
+// NameLimit is the longest TrainJob name whose JobSet, as info describes it, JobSet's webhook admits, and the
+// longest name JobSet derives from it for name. JobSet (v0.12.0, pkg/webhooks/jobset_webhook.go) refuses a
+// JobSet unless, for every replicated job, the name of its last Job, `<jobset>-<replicatedJob>-<jobIndex>`,
+// and, when its Jobs are Indexed, that of its last pod, `<jobset>-<replicatedJob>-<jobIndex>-<podIndex>-<5
+// random characters>`, are DNS labels (63 characters at most); the JobSet is named after the TrainJob. The
+// pods' hostnames, the headless Service and the label values are shorter.
+func NameLimit(info *pipeline.RuntimeInfo, name string) (limit int, longest string) {
+	limit = validation.DNS1035LabelMaxLength
+	if info == nil || info.Template == nil {
+		return limit, name
+	}
+	longest = name
+	for _, rj := range info.Template.ReplicatedJobs {
+		tail := "-" + rj.Name + "-" + strconv.Itoa(int(max(rj.Replicas, 1)-1))
+		spec := rj.Template.Spec
+		if (spec.CompletionMode == nil || *spec.CompletionMode == batchv1.IndexedCompletion) && spec.Completions != nil {
+			tail += "-" + strconv.Itoa(int(max(*spec.Completions, 1)-1)) + podNameSuffix
+		}
+		if l := validation.DNS1035LabelMaxLength - len(tail); l < limit {
+			limit, longest = l, name+tail
+		}
+	}
+	return limit, longest
+}
+
+// validateName refuses a TrainJob whose name leaves no room for the names of its JobSet's Jobs and pods:
+// JobSet's webhook would refuse the JobSet, after the TrainJob was admitted.
+func validateName(info *pipeline.RuntimeInfo, tj *trainer.TrainJob) field.ErrorList {
+	limit, longest := NameLimit(info, tj.Name)
+	n := len(tj.Name)
+	if n <= limit {
+		return nil
+	}
+	what := "Job"
+	if strings.HasSuffix(longest, podNameSuffix) {
+		what = "pod"
+	}
+	return field.ErrorList{field.Invalid(field.NewPath("metadata", "name"), tj.Name, fmt.Sprintf(
+		"must be no more than %d characters with runtime %q, and is %d: the longest name JobSet derives from it, %s %q, must be no more than %d characters; shorten the name by %d",
+		limit, tj.Spec.RuntimeRef.Name, n, what, longest, validation.DNS1035LabelMaxLength, n-limit))}
+}
