@@ -82,8 +82,13 @@ demo: ## The product on a local simulated-GPU cluster: a TrainJob followed until
 
 # FUZZTIME is a duration (10m) or a number of executions (1000000x, the default: the issue's bar).
 .PHONY: fuzz
-fuzz: ## Fuzz admission and the Build phase with random TrainJob × runtime pairs for FUZZTIME (default 1000000x).
-	go test ./pkg/pipeline/plugins/ -run '^$$' -fuzz '^FuzzBuild$$' -fuzztime $${FUZZTIME:-1000000x}
+# FUZZ_TARGETS: package:target, each fuzzed in turn.
+FUZZ_TARGETS = ./pkg/pipeline/plugins/:FuzzBuild ./pkg/operator/runtimes/:FuzzDecodeSnapshot
+fuzz: ## Fuzz every target of FUZZ_TARGETS in turn (admission and Build, the runtime snapshot's decoding) for FUZZTIME each (default 1000000x).
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		echo "==> $${t#*:} ($${t%%:*})"; \
+		go test $${t%%:*} -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $${FUZZTIME:-1000000x}; \
+	done
 
 # BENCH_N, BENCH_REPEAT, BENCH_TRAINJOBS, BENCH_SUSPENDED, BENCH_CONFIGMAPS, BENCH_CONFIGMAP_KIB, BENCH_CLI_RUNS, … size it
 # (test/bench/knobs.go); BENCH_OUT (default bin/bench) receives summary.json, the logs and the operator's profiles.
