@@ -83,7 +83,7 @@ demo: ## The product on a local simulated-GPU cluster: a TrainJob followed until
 # FUZZTIME is a duration (10m) or a number of executions (1000000x, the default: the issue's bar).
 .PHONY: fuzz
 # FUZZ_TARGETS: package:target, each fuzzed in turn.
-FUZZ_TARGETS = ./pkg/pipeline/plugins/:FuzzBuild ./pkg/operator/runtimes/:FuzzDecodeSnapshot
+FUZZ_TARGETS = ./pkg/pipeline/plugins/:FuzzBuild ./pkg/snapshot/:FuzzDecodeSnapshot
 fuzz: ## Fuzz every target of FUZZ_TARGETS in turn (admission and Build, the runtime snapshot's decoding) for FUZZTIME each (default 1000000x).
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		echo "==> $${t#*:} ($${t%%:*})"; \

@@ -12,7 +12,7 @@ import (
 
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/admission"
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/config"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/config"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline/plugins"
 )

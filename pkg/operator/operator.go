@@ -33,16 +33,16 @@ import (
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/config"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/intern"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/apply"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/config"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/controller"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/metrics"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/runtimes"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/webhook"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline/plugins"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/scheme"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/snapshot"
 )
 
 // Options are what an Operator is built from.
@@ -84,7 +84,7 @@ func New(ctx context.Context, opts Options) (*Operator, error) {
 
 	webhooksOn := ptr.Deref(cfg.Webhook.Enable, true)
 	// The cache starts with the manager, once the framework exists.
-	trim := &trimmer{snapshots: &runtimes.SharedContents{}}
+	trim := &trimmer{snapshots: &snapshot.SharedContents{}}
 	mgr, err := manager.New(restConfig, managerOptions(cfg, opts.PprofBindAddress, trim.trimForCache))
 	if err != nil {
 		return nil, fmt.Errorf("controller manager: %w", err)
@@ -216,7 +216,7 @@ func cacheOptions(cfg *config.Configuration, transform toolscache.TransformFunc)
 
 // trimmer is the transform of what the cache keeps.
 type trimmer struct {
-	snapshots *runtimes.SharedContents
+	snapshots *snapshot.SharedContents
 	// framework's plugins trim what they read (pipeline.CacheTrimPlugin).
 	framework *pipeline.Framework
 }

@@ -12,8 +12,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/config"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/apply"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/config"
 )
 
 // TestWebhooksReady: the operator is not ready before its certificates

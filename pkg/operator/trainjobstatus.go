@@ -3,7 +3,7 @@ package operator
 import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/config"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/config"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/statusserver"
 )
 

@@ -40,29 +40,6 @@ type PluginRef struct {
 // plugin of the point.
 const DisableAll = "*"
 
-// set is the PluginSet of point.
-func (p *Plugins) set(point ExtensionPoint) PluginSet {
-	switch point {
-	case WatchExtension:
-		return p.WatchExtension
-	case CustomValidation:
-		return p.CustomValidation
-	case EnforceMLPolicy:
-		return p.EnforceMLPolicy
-	case EnforcePodGroupPolicy:
-		return p.EnforcePodGroupPolicy
-	case EnforcePodSpec:
-		return p.EnforcePodSpec
-	case PreComponentBuilder:
-		return p.PreComponentBuilder
-	case ComponentBuilder:
-		return p.ComponentBuilder
-	case TrainJobStatus:
-		return p.TrainJobStatus
-	}
-	return PluginSet{}
-}
-
 // field is the point's field name in Plugins.
 func (point ExtensionPoint) field() string {
 	s := string(point)

@@ -101,22 +101,23 @@ func New(ctx context.Context, r Registry, h Handle, opts ...Option) (*Framework,
 	f := &Framework{enabled: map[ExtensionPoint][]string{}}
 	used := map[string]bool{}
 	for _, point := range points() {
+		ep := extensionPoints[point]
 		var defaults []string
 		for _, name := range names {
-			if implements(built[name], point) {
+			if ep.implements(built[name]) {
 				defaults = append(defaults, name)
 			}
 		}
-		enabled, err := o.plugins.set(point).merge(defaults, built)
+		enabled, err := ep.set(&o.plugins).merge(defaults, built)
 		if err != nil {
 			return nil, fmt.Errorf("plugins.%s: %w", point.field(), err)
 		}
 		for _, name := range enabled {
 			p := built[name]
-			if !implements(p, point) {
+			if !ep.implements(p) {
 				return nil, fmt.Errorf("plugins.%s: plugin %s does not extend %s", point.field(), name, point)
 			}
-			if err := f.add(point, p); err != nil {
+			if err := ep.add(f, p); err != nil {
 				return nil, err
 			}
 			used[name] = true
@@ -135,54 +136,61 @@ func New(ctx context.Context, r Registry, h Handle, opts ...Option) (*Framework,
 	return f, nil
 }
 
-// add puts p at point, after the plugins already there.
-func (f *Framework) add(point ExtensionPoint, p Plugin) error {
-	switch point {
-	case WatchExtension:
-		f.watchExtension = append(f.watchExtension, p.(WatchExtensionPlugin))
-	case CustomValidation:
-		f.customValidation = append(f.customValidation, p.(CustomValidationPlugin))
-	case EnforceMLPolicy:
-		f.enforceMLPolicy = append(f.enforceMLPolicy, p.(EnforceMLPolicyPlugin))
-	case EnforcePodGroupPolicy:
-		f.enforcePodGroupPolicy = append(f.enforcePodGroupPolicy, p.(EnforcePodGroupPolicyPlugin))
-	case EnforcePodSpec:
-		f.enforcePodSpec = append(f.enforcePodSpec, p.(EnforcePodSpecPlugin))
-	case PreComponentBuilder:
-		f.preComponentBuilder = append(f.preComponentBuilder, p.(PreComponentBuilderPlugin))
-	case ComponentBuilder:
-		f.componentBuilder = append(f.componentBuilder, p.(ComponentBuilderPlugin))
-	case TrainJobStatus:
-		if f.trainJobStatus != nil {
-			return errors.New("too many TrainJobStatus plugins are enabled: at most one computes the status")
-		}
-		f.trainJobStatus = p.(TrainJobStatusPlugin)
-	}
-	return nil
+// extensionPoint is what the framework knows of one extension point, as
+// kube-scheduler's getExtensionPoints: the configuration's PluginSet for
+// it, whether a plugin extends it, and how to put a plugin there. Adding an
+// extension point is a constant, a field of Plugins and of Framework, and a
+// row of extensionPoints.
+type extensionPoint struct {
+	// set is the point's PluginSet in the configuration.
+	set func(*Plugins) PluginSet
+	// implements tells whether a plugin extends the point.
+	implements func(Plugin) bool
+	// add puts a plugin that extends the point after those already there.
+	add func(*Framework, Plugin) error
 }
 
-// implements tells whether p extends point.
-func implements(p Plugin, point ExtensionPoint) bool {
-	var ok bool
-	switch point {
-	case WatchExtension:
-		_, ok = p.(WatchExtensionPlugin)
-	case CustomValidation:
-		_, ok = p.(CustomValidationPlugin)
-	case EnforceMLPolicy:
-		_, ok = p.(EnforceMLPolicyPlugin)
-	case EnforcePodGroupPolicy:
-		_, ok = p.(EnforcePodGroupPolicyPlugin)
-	case EnforcePodSpec:
-		_, ok = p.(EnforcePodSpecPlugin)
-	case PreComponentBuilder:
-		_, ok = p.(PreComponentBuilderPlugin)
-	case ComponentBuilder:
-		_, ok = p.(ComponentBuilderPlugin)
-	case TrainJobStatus:
-		_, ok = p.(TrainJobStatusPlugin)
+// extensionPoints is the table of extension points.
+var extensionPoints = map[ExtensionPoint]extensionPoint{
+	WatchExtension: pointOf(func(p *Plugins) PluginSet { return p.WatchExtension },
+		func(f *Framework) *[]WatchExtensionPlugin { return &f.watchExtension }),
+	CustomValidation: pointOf(func(p *Plugins) PluginSet { return p.CustomValidation },
+		func(f *Framework) *[]CustomValidationPlugin { return &f.customValidation }),
+	EnforceMLPolicy: pointOf(func(p *Plugins) PluginSet { return p.EnforceMLPolicy },
+		func(f *Framework) *[]EnforceMLPolicyPlugin { return &f.enforceMLPolicy }),
+	EnforcePodGroupPolicy: pointOf(func(p *Plugins) PluginSet { return p.EnforcePodGroupPolicy },
+		func(f *Framework) *[]EnforcePodGroupPolicyPlugin { return &f.enforcePodGroupPolicy }),
+	EnforcePodSpec: pointOf(func(p *Plugins) PluginSet { return p.EnforcePodSpec },
+		func(f *Framework) *[]EnforcePodSpecPlugin { return &f.enforcePodSpec }),
+	PreComponentBuilder: pointOf(func(p *Plugins) PluginSet { return p.PreComponentBuilder },
+		func(f *Framework) *[]PreComponentBuilderPlugin { return &f.preComponentBuilder }),
+	ComponentBuilder: pointOf(func(p *Plugins) PluginSet { return p.ComponentBuilder },
+		func(f *Framework) *[]ComponentBuilderPlugin { return &f.componentBuilder }),
+	TrainJobStatus: {
+		set:        func(p *Plugins) PluginSet { return p.TrainJobStatus },
+		implements: func(p Plugin) bool { _, ok := p.(TrainJobStatusPlugin); return ok },
+		add: func(f *Framework, p Plugin) error {
+			if f.trainJobStatus != nil {
+				return errors.New("too many TrainJobStatus plugins are enabled: at most one computes the status")
+			}
+			f.trainJobStatus = p.(TrainJobStatusPlugin)
+			return nil
+		},
+	},
+}
+
+// pointOf is the row of a point whose plugins, of interface P, run in
+// order from the Framework's list.
+func pointOf[P Plugin](set func(*Plugins) PluginSet, list func(*Framework) *[]P) extensionPoint {
+	return extensionPoint{
+		set:        set,
+		implements: func(p Plugin) bool { _, ok := p.(P); return ok },
+		add: func(f *Framework, p Plugin) error {
+			l := list(f)
+			*l = append(*l, p.(P))
+			return nil
+		},
 	}
-	return ok
 }
 
 // points are every extension point, in phase order.

@@ -10,8 +10,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/runtimes"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/snapshot"
 )
 
 // LiveRuntime reads the runtime a TrainJob of the cluster is built from: the operator's snapshot when there is
@@ -19,7 +19,7 @@ import (
 // build a live TrainJob from it.
 func LiveRuntime(ctx context.Context, c client.Reader, decoder runtime.Decoder, tj *trainer.TrainJob) (*pipeline.Runtime, error) {
 	// The snapshot counts only when the TrainJob controls it: a ConfigMap of that name is someone else's.
-	if rt, err := runtimes.Snapshot(ctx, c, nil, decoder, tj); err == nil {
+	if rt, err := snapshot.Read(ctx, c, nil, decoder, tj); err == nil {
 		return rt, nil
 	}
 	return Runtime(ctx, c, tj)
@@ -27,7 +27,7 @@ func LiveRuntime(ctx context.Context, c client.Reader, decoder runtime.Decoder, 
 
 // Runtime reads the runtime a TrainJob references, with a one-line error when it does not exist.
 func Runtime(ctx context.Context, c client.Reader, tj *trainer.TrainJob) (*pipeline.Runtime, error) {
-	rt, err := runtimes.Get(ctx, c, nil, tj)
+	rt, err := snapshot.LiveRuntime(ctx, c, nil, tj)
 	if apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("%s %q not found: list runtimes with: kubectl trainjob runtimes", strings.ToLower(pipeline.RuntimeRefGroupKind(tj).Kind), tj.Spec.RuntimeRef.Name)
 	}

@@ -9,8 +9,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/config"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/dryrun"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/config"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/completion"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/fit"

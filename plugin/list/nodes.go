@@ -9,10 +9,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/config"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/dryrun"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/config"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/runtimes"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/snapshot"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/printers"
 )
 
@@ -142,7 +142,7 @@ func (r *runtimeDefaults) start(ctx context.Context, tj *trainer.TrainJob) *runt
 
 // read reads tj's runtime, or nil when it cannot.
 func (r *runtimeDefaults) read(ctx context.Context, tj *trainer.TrainJob) *pipeline.Runtime {
-	rt, err := runtimes.Get(ctx, r.c, nil, tj)
+	rt, err := snapshot.LiveRuntime(ctx, r.c, nil, tj)
 	if err != nil {
 		return nil
 	}

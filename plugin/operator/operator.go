@@ -19,8 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/config"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/config"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
 )

@@ -12,8 +12,8 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/config"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/dryrun"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/config"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/scheme"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"

@@ -25,7 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/config"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/config"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/scheme"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/stack"

@@ -19,9 +19,9 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/config"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/runtimes"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/config"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/scheme"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/snapshot"
 )
 
 // Round C is the floor: the work an operator that cost nothing would cause. The benchmark creates TrainJobs
@@ -54,7 +54,7 @@ func (b *bench) takeTemplates(ctx context.Context, ns string) error {
 		return fmt.Errorf("the TrainJob of JobSet %s/%s: %w", ns, js.Name, err)
 	}
 	snapshot := &corev1.ConfigMap{}
-	if err := b.admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: runtimes.SnapshotName(tj)}, snapshot); err != nil {
+	if err := b.admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: snapshot.Name(tj)}, snapshot); err != nil {
 		return fmt.Errorf("the snapshot of TrainJob %s/%s: %w", ns, tj.Name, err)
 	}
 	var events eventsv1.EventList

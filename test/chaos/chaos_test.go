@@ -29,8 +29,8 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/config"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/runtimes"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/config"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/snapshot"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/stack"
 )
@@ -328,7 +328,7 @@ func built(ctx context.Context, ns, name string) error {
 	} else if !apierrors.IsNotFound(err) {
 		return err
 	}
-	snapshot := runtimes.SnapshotName(&tj)
+	snapshot := snapshot.Name(&tj)
 	if err := env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: snapshot}, &cm); err == nil {
 		snapshots[snapshot] = &cm
 	} else if !apierrors.IsNotFound(err) {
@@ -346,7 +346,7 @@ func builtWith(tj *trainer.TrainJob, jobSets map[string]*jobsetv1alpha2.JobSet, 
 		return fmt.Errorf("%s not built: %+v", tj.Name, tj.Status.Conditions)
 	case jobSets[tj.Name] == nil || !metav1.IsControlledBy(jobSets[tj.Name], tj):
 		return fmt.Errorf("%s has no JobSet of its own", tj.Name)
-	case snapshots[runtimes.SnapshotName(tj)] == nil || !metav1.IsControlledBy(snapshots[runtimes.SnapshotName(tj)], tj):
+	case snapshots[snapshot.Name(tj)] == nil || !metav1.IsControlledBy(snapshots[snapshot.Name(tj)], tj):
 		return fmt.Errorf("%s has no snapshot of its own", tj.Name)
 	}
 	return nil

@@ -23,7 +23,7 @@ import (
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/controller"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/runtimes"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/snapshot"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/stack"
 )
@@ -154,7 +154,7 @@ func TestDeletionNeverRebuilds(t *testing.T) {
 	}
 	children := []client.Object{
 		&jobsetv1alpha2.JobSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "alpha"}},
-		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: runtimes.SnapshotName(tj)}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: snapshot.Name(tj)}},
 	}
 	for _, obj := range children {
 		if err := env.client.Delete(ctx, obj); err != nil {

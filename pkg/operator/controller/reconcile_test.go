@@ -51,7 +51,7 @@ func newInterceptedReconciler(t *testing.T, funcs interceptor.Funcs, objs ...cli
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	return &TrainJobReconciler{
 		client: c, framework: fw, recorder: rec,
-		snapshots: newSnapshots(c, c, s),
+		snapshots: snapshot.NewStore(c, c, s),
 		applier:   apply.New(c, c, s, nil, nil),
 		stages:    &stageClock{seen: map[types.NamespacedName]stageSince{}},
 		conflicts: newConflictRuns(),

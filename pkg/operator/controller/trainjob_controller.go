@@ -35,8 +35,8 @@ import (
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/apply"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/eventrecorder"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/metrics"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/runtimes"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/snapshot"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/stage"
 )
 
@@ -47,7 +47,7 @@ type TrainJobReconciler struct {
 	client    client.Client
 	framework *pipeline.Framework
 	recorder  eventRecorder
-	snapshots *snapshots
+	snapshots *snapshot.Store
 	// applier is the one write path: the children and the status.
 	applier *apply.Applier
 	stages  *stageClock
@@ -70,7 +70,7 @@ func NewTrainJobReconciler(mgr manager.Manager, fw *pipeline.Framework) *TrainJo
 		client:    mgr.GetClient(),
 		framework: fw,
 		recorder:  eventrecorder.New(mgr.GetClient(), mgr.GetScheme(), TrainJobRecorderName),
-		snapshots: newSnapshots(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetScheme()),
+		snapshots: snapshot.NewStore(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetScheme()),
 		applier:   apply.New(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetScheme(), mgr.GetConfig(), mgr.GetHTTPClient()),
 		stages:    &stageClock{seen: map[types.NamespacedName]stageSince{}},
 		conflicts: newConflictRuns(),
@@ -107,7 +107,7 @@ var snapshotDeleted = predicate.Funcs{
 	UpdateFunc:  func(event.UpdateEvent) bool { return false },
 	GenericFunc: func(event.GenericEvent) bool { return false },
 	DeleteFunc: func(e event.DeleteEvent) bool {
-		return strings.HasSuffix(e.Object.GetName(), runtimes.SnapshotSuffix)
+		return strings.HasSuffix(e.Object.GetName(), snapshot.Suffix)
 	},
 }
 
@@ -150,8 +150,8 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, tj *trainer.TrainJob
 	u := newStatusUpdate(tj, metav1.NewTime(r.now()))
 	// A TrainJob that is not built has no children to wait for.
 	out := buildOutcome{settled: true}
-	if gk := pipeline.RuntimeRefGroupKind(tj); !runtimes.Supported(gk) {
-		u.setCondition(trainer.TrainJobFailed, metav1.ConditionTrue, trainer.TrainJobRuntimeNotSupportedReason, runtimes.UnsupportedError(gk).Error())
+	if gk := pipeline.RuntimeRefGroupKind(tj); !admission.Supported(gk) {
+		u.setCondition(trainer.TrainJobFailed, metav1.ConditionTrue, trainer.TrainJobRuntimeNotSupportedReason, admission.UnsupportedError(gk).Error())
 	} else if !finished(u.tj) {
 		out = r.build(ctx, u)
 	}
@@ -322,15 +322,15 @@ func (r *TrainJobReconciler) notControlled(u *statusUpdate, err *pipeline.NotCon
 // with a build, so that a runtime fixed after a failed build is the one
 // taken.
 func (r *TrainJobReconciler) buildObjects(ctx context.Context, tj *trainer.TrainJob) ([]client.Object, error) {
-	rt, snapshot, err := r.snapshots.runtime(ctx, tj)
+	rt, snap, err := r.snapshots.Runtime(ctx, tj)
 	if err != nil {
 		return nil, err
 	}
 	objs, _, err := r.framework.Build(ctx, tj, rt, pipeline.BuildOptions{})
-	if err != nil || snapshot == nil {
+	if err != nil || snap == nil {
 		return objs, err
 	}
-	return append([]client.Object{snapshot}, objs...), nil
+	return append([]client.Object{snap}, objs...), nil
 }
 
 // setSuspended sets the Suspended condition: True while spec.suspend is

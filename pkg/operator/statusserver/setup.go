@@ -8,7 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/config"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/config"
 )
 
 // Names of the server's health and readiness checks.

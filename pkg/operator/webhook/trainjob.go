@@ -16,8 +16,8 @@ import (
 
 	trainjobadmission "github.com/kubectl-trainjob/kubectl-trainjob/pkg/admission"
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/runtimes"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/snapshot"
 )
 
 // TrainJobDefaulter stamps every runtimePatch with the time its manager last
@@ -117,9 +117,9 @@ func (v *TrainJobValidator) ValidateDelete(context.Context, *trainer.TrainJob) (
 // every update against the live runtime.
 func (v *TrainJobValidator) runtime(ctx context.Context, oldObj, newObj *trainer.TrainJob) (*pipeline.Runtime, error) {
 	if oldObj != nil {
-		if rt, err := runtimes.Snapshot(ctx, v.client, v.live, v.decoder, newObj); err == nil {
+		if rt, err := snapshot.Read(ctx, v.client, v.live, v.decoder, newObj); err == nil {
 			return rt, nil
 		}
 	}
-	return runtimes.Get(ctx, v.client, v.live, newObj)
+	return snapshot.LiveRuntime(ctx, v.client, v.live, newObj)
 }

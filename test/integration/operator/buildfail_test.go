@@ -14,7 +14,7 @@ import (
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/controller"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/metrics"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/runtimes"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/snapshot"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/integration/operator/internal/optest"
 )
@@ -96,7 +96,7 @@ func TestBuildFailure(t *testing.T) {
 	trainJobMatches(t, other, "another TrainJob is reconciled", hasConditions(componentsCreated))
 
 	// A failed build takes no snapshot: fixing the runtime is enough.
-	if err := optest.Absent(t.Context(), env.Client, nsName(ns, "alpha"+runtimes.SnapshotSuffix), &corev1.ConfigMap{}); err != nil {
+	if err := optest.Absent(t.Context(), env.Client, nsName(ns, "alpha"+snapshot.Suffix), &corev1.ConfigMap{}); err != nil {
 		t.Errorf("a failed build took a snapshot: %v", err)
 	}
 	setEnvInjection()
@@ -143,7 +143,7 @@ func TestMissingRuntime(t *testing.T) {
 func deleteSnapshot(t testing.TB, tj *trainer.TrainJob) {
 	t.Helper()
 	cm := &corev1.ConfigMap{}
-	cm.Namespace, cm.Name = tj.Namespace, tj.Name+runtimes.SnapshotSuffix
+	cm.Namespace, cm.Name = tj.Namespace, tj.Name+snapshot.Suffix
 	if err := env.Client.Delete(t.Context(), cm); err != nil {
 		t.Fatal(err)
 	}

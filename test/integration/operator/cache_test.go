@@ -19,7 +19,7 @@ import (
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/apply"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/runtimes"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/snapshot"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/integration/operator/internal/optest"
 )
@@ -48,7 +48,7 @@ func TestCacheScope(t *testing.T) {
 	tj.Spec.Suspend = ptr.To(true)
 	create(t, tj)
 	barriers := map[string]client.ObjectKey{
-		"ConfigMap": nsName(ns, "alpha"+runtimes.SnapshotSuffix),
+		"ConfigMap": nsName(ns, "alpha"+snapshot.Suffix),
 		"Secret":    nsName(ns, "alpha-mpi-ssh-auth"),
 	}
 
@@ -151,7 +151,7 @@ func TestCacheTrimsJobSets(t *testing.T) {
 
 // TestCacheSharesSnapshotContents: the runtime snapshots of two TrainJobs of
 // one runtime hold the same content, and the operator's cache keeps one copy
-// of it (runtimes.SharedContents).
+// of it (snapshot.SharedContents).
 func TestCacheSharesSnapshotContents(t *testing.T) {
 	ns := cluster.NewNamespace(t, env.Client, "test-", nil)
 	createTrainingRuntime(t, ns, "torch", torchSpec())
@@ -162,9 +162,9 @@ func TestCacheSharesSnapshotContents(t *testing.T) {
 		create(t, tj)
 		var cm corev1.ConfigMap
 		optest.Eventually(t, "the operator's cache holds the snapshot of "+name, func(ctx context.Context) error {
-			return optest.Get(ctx, op.Cache(), nsName(ns, name+runtimes.SnapshotSuffix), &cm)
+			return optest.Get(ctx, op.Cache(), nsName(ns, name+snapshot.Suffix), &cm)
 		})
-		contents = append(contents, cm.Data[runtimes.SnapshotKey])
+		contents = append(contents, cm.Data[snapshot.Key])
 	}
 	if contents[0] == "" || contents[0] != contents[1] {
 		t.Fatalf("the snapshots differ:\n%s\n---\n%s", contents[0], contents[1])

@@ -24,8 +24,8 @@ import (
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/apply"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/controller"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/runtimes"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline/plugins/mpi"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/snapshot"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/integration/operator/internal/optest"
 )
@@ -117,7 +117,7 @@ func TestNotControlledJobSet(t *testing.T) {
 	unchanged(t, js)
 	// The snapshot was taken (it comes first), the user's JobSet was not.
 	snapshot := &corev1.ConfigMap{}
-	if err := optest.Get(t.Context(), env.Client, nsName(ns, "alpha"+runtimes.SnapshotSuffix), snapshot); err != nil || !metav1.IsControlledBy(snapshot, got) {
+	if err := optest.Get(t.Context(), env.Client, nsName(ns, "alpha"+snapshot.Suffix), snapshot); err != nil || !metav1.IsControlledBy(snapshot, got) {
 		t.Errorf("snapshot: %v, owners %v", err, snapshot.OwnerReferences)
 	}
 
@@ -140,9 +140,9 @@ func TestEarlierTrainJobsChildren(t *testing.T) {
 	createTrainingRuntime(t, ns, "torch", torchSpec())
 	earlier := []metav1.OwnerReference{{APIVersion: trainer.GroupVersion.String(), Kind: trainer.TrainJobKind, Name: "alpha",
 		UID: "0e5e5e5e-0000-4000-8000-000000000001", Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}
-	snapshot := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "alpha" + runtimes.SnapshotSuffix,
+	snapshot := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "alpha" + snapshot.Suffix,
 		Labels: map[string]string{apply.TrainJobNameLabel: "alpha"}, OwnerReferences: earlier},
-		Data: map[string]string{runtimes.SnapshotKey: "kind: TrainingRuntime\napiVersion: trainer.kubeflow.org/v1alpha1\nmetadata: {name: torch}\n"}}
+		Data: map[string]string{snapshot.Key: "kind: TrainingRuntime\napiVersion: trainer.kubeflow.org/v1alpha1\nmetadata: {name: torch}\n"}}
 	create(t, snapshot)
 	js := &jobsetv1alpha2.JobSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "alpha", OwnerReferences: earlier}}
 	js.Spec.ReplicatedJobs = []jobsetv1alpha2.ReplicatedJob{replicatedJob("old", "", "old")}
@@ -256,7 +256,7 @@ func TestDeletionCompletes(t *testing.T) {
 		}
 		return nil
 	})
-	snapshot := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "alpha" + runtimes.SnapshotSuffix}}
+	snapshot := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "alpha" + snapshot.Suffix}}
 	for _, obj := range []client.Object{js, snapshot} {
 		if err := env.Client.Delete(t.Context(), obj); err != nil {
 			t.Fatal(err)
@@ -291,7 +291,7 @@ func TestMetadataUpdateWithoutRuntime(t *testing.T) {
 	tj.Spec.Suspend = ptr.To(true)
 	create(t, tj)
 	trainJobMatches(t, tj, "built", hasConditions(componentsCreated, suspended))
-	snapshot := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "alpha" + runtimes.SnapshotSuffix}}
+	snapshot := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "alpha" + snapshot.Suffix}}
 	deleteSeen(t, rt, snapshot)
 	if err := updateTrainJob(t, tj, func(tj *trainer.TrainJob) { tj.Labels = map[string]string{"team": "ml"} }); err != nil {
 		t.Fatalf("labelling a TrainJob whose runtime is gone: %v", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"strings"
 	"testing"
 
@@ -16,7 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/runtimes"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/snapshot"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/integration/operator/internal/optest"
 )
@@ -34,24 +35,30 @@ func TestRuntimeSnapshot(t *testing.T) {
 			tj := newTrainJob(ns, "alpha", kind, rt.GetName())
 			tj.Spec.Suspend = ptr.To(true)
 			create(t, tj)
-			snapshotKey := nsName(ns, "alpha"+runtimes.SnapshotSuffix)
+			snapshotKey := nsName(ns, "alpha"+snapshot.Suffix)
 
-			snapshot := &corev1.ConfigMap{}
+			snap := &corev1.ConfigMap{}
 			optest.Eventually(t, "the snapshot is taken", func(ctx context.Context) error {
-				return optest.Get(ctx, env.Client, snapshotKey, snapshot)
+				return optest.Get(ctx, env.Client, snapshotKey, snap)
 			})
+			// Nobody rewrites the record: Kubernetes refuses every edit of it.
+			edited := snap.DeepCopy()
+			edited.Data[snapshot.Key] = strings.ReplaceAll(edited.Data[snapshot.Key], "runtime-node:v1", "attacker:v1")
+			if err := env.Client.Update(t.Context(), edited); !apierrors.IsInvalid(err) {
+				t.Errorf("an edit of the snapshot: %v, want Invalid (the snapshot is immutable)", err)
+			}
 			stored := &trainer.TrainJob{}
 			if err := optest.Get(t.Context(), env.Client, key(tj), stored); err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(controllerRef(stored), snapshot.OwnerReferences); diff != "" {
+			if diff := cmp.Diff(controllerRef(stored), snap.OwnerReferences); diff != "" {
 				t.Errorf("snapshot owner (-want +got):\n%s", diff)
 			}
 			var held struct {
 				metav1.TypeMeta   `json:",inline"`
 				metav1.ObjectMeta `json:"metadata"`
 			}
-			if err := yaml.Unmarshal([]byte(snapshot.Data[runtimes.SnapshotKey]), &held); err != nil {
+			if err := yaml.Unmarshal([]byte(snap.Data[snapshot.Key]), &held); err != nil {
 				t.Fatal(err)
 			}
 			if held.Kind != kind || held.Name != rt.GetName() || held.APIVersion != trainer.GroupVersion.String() {
@@ -70,7 +77,7 @@ func TestRuntimeSnapshot(t *testing.T) {
 			}
 
 			// A deleted snapshot is taken again, from the runtime as it is now.
-			if err := env.Client.Delete(t.Context(), snapshot); err != nil {
+			if err := env.Client.Delete(t.Context(), snap); err != nil {
 				t.Fatal(err)
 			}
 			optest.Eventually(t, "the snapshot is taken again", func(ctx context.Context) error {
@@ -78,11 +85,11 @@ func TestRuntimeSnapshot(t *testing.T) {
 				if err := optest.Get(ctx, env.Client, snapshotKey, again); err != nil {
 					return err
 				}
-				if again.UID == snapshot.UID {
+				if again.UID == snap.UID {
 					return errors.New("still the deleted snapshot")
 				}
-				if !strings.Contains(again.Data[runtimes.SnapshotKey], "runtime-node:v2") {
-					return fmt.Errorf("the new snapshot does not hold the runtime as it is now:\n%s", again.Data[runtimes.SnapshotKey])
+				if !strings.Contains(again.Data[snapshot.Key], "runtime-node:v2") {
+					return fmt.Errorf("the new snapshot does not hold the runtime as it is now:\n%s", again.Data[snapshot.Key])
 				}
 				return nil
 			})
@@ -198,7 +205,7 @@ func TestResumeWithoutRuntime(t *testing.T) {
 	tj.Spec.Suspend = ptr.To(true)
 	create(t, tj)
 	optest.Eventually(t, "the snapshot is taken", func(ctx context.Context) error {
-		return optest.Get(ctx, env.Client, nsName(ns, runtimes.SnapshotName(tj)), &corev1.ConfigMap{})
+		return optest.Get(ctx, env.Client, nsName(ns, snapshot.Name(tj)), &corev1.ConfigMap{})
 	})
 	if err := env.Client.Delete(t.Context(), rt); err != nil {
 		t.Fatal(err)

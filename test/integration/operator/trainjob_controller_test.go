@@ -22,7 +22,7 @@ import (
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/apply"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/runtimes"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/snapshot"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/integration/operator/internal/optest"
 )
@@ -199,7 +199,7 @@ func TestManagedByMultiKueue(t *testing.T) {
 	if err := optest.Absent(t.Context(), env.Client, key(tj), &jobsetv1alpha2.JobSet{}); err != nil {
 		t.Error(err)
 	}
-	if err := optest.Absent(t.Context(), env.Client, nsName(ns, "alpha"+runtimes.SnapshotSuffix), &corev1.ConfigMap{}); err != nil {
+	if err := optest.Absent(t.Context(), env.Client, nsName(ns, "alpha"+snapshot.Suffix), &corev1.ConfigMap{}); err != nil {
 		t.Error(err)
 	}
 	got := &trainer.TrainJob{}

@@ -25,9 +25,9 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/config"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/runtimes"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/config"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/scheme"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/snapshot"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/integration/operator/internal/optest"
 )
@@ -228,7 +228,7 @@ func reachesJobSet(t *testing.T, tj *trainer.TrainJob) {
 		return optest.Get(ctx, env.Client, key, &jobsetv1alpha2.JobSet{})
 	})
 	optest.Eventually(t, "the snapshot exists", func(ctx context.Context) error {
-		return optest.Get(ctx, env.Client, client.ObjectKey{Namespace: tj.Namespace, Name: tj.Name + runtimes.SnapshotSuffix}, &corev1.ConfigMap{})
+		return optest.Get(ctx, env.Client, client.ObjectKey{Namespace: tj.Namespace, Name: tj.Name + snapshot.Suffix}, &corev1.ConfigMap{})
 	})
 	optest.Eventually(t, "ComponentsCreated", func(ctx context.Context) error {
 		got := &trainer.TrainJob{}

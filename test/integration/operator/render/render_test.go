@@ -28,7 +28,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/config"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/config"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"

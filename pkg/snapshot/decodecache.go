@@ -1,10 +1,8 @@
-package controller
+package snapshot
 
 import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/runtimes"
 )
 
 // decodingCache decodes each distinct content once. The TrainJobs of a
@@ -13,7 +11,7 @@ import (
 // than a deep copy of the decoded object. It caches only decodes without defaults or target.
 type decodingCache struct {
 	decoder runtime.Decoder
-	decoded runtimes.VersionCache[string, decoded]
+	decoded VersionCache[string, decoded]
 }
 
 type decoded struct {

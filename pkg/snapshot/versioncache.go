@@ -1,4 +1,4 @@
-package runtimes
+package snapshot
 
 import "github.com/kubectl-trainjob/kubectl-trainjob/pkg/intern"
 

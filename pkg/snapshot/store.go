@@ -1,4 +1,4 @@
-package controller
+package snapshot
 
 import (
 	"context"
@@ -11,40 +11,42 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/admission"
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/apply"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/runtimes"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
 )
 
-// snapshots gives a TrainJob the runtime it was first built from (spec
+// Store gives a TrainJob the runtime it was first built from (spec
 // §2.5 step 1). The first reconcile copies the live runtime into the
 // TrainJob's snapshot ConfigMap; every later one reads the snapshot, so a
 // runtime can change or go away without touching TrainJobs that use it.
 // The first reconcile builds from the live runtime while the snapshot is
 // written: if writing it fails, the reconcile fails and the next one takes
 // the snapshot again, from the runtime as it is then.
-type snapshots struct {
-	client  client.Client
+type Store struct {
+	client  client.Reader
 	live    client.Reader
 	scheme  *runtime.Scheme
 	decoder runtime.Decoder
 	encoded *encodingCache
 }
 
-func newSnapshots(c client.Client, live client.Reader, scheme *runtime.Scheme) *snapshots {
-	return &snapshots{client: c, live: live, scheme: scheme, decoder: newDecodingCache(serializer.NewCodecFactory(scheme).UniversalDeserializer()),
+// NewStore is the Store of an operator whose cache c and API server live
+// hold the snapshots and runtimes.
+func NewStore(c client.Reader, live client.Reader, scheme *runtime.Scheme) *Store {
+	return &Store{client: c, live: live, scheme: scheme, decoder: newDecodingCache(serializer.NewCodecFactory(scheme).UniversalDeserializer()),
 		encoded: &encodingCache{}}
 }
 
-// runtime returns tj's runtime from its snapshot or, when there is none,
+// Runtime returns tj's runtime from its snapshot or, when there is none,
 // from the live runtime, with the snapshot ConfigMap to take of it (nil
 // when the snapshot exists). The caller applies the snapshot.
-func (s *snapshots) runtime(ctx context.Context, tj *trainer.TrainJob) (*pipeline.Runtime, *corev1.ConfigMap, error) {
+func (s *Store) Runtime(ctx context.Context, tj *trainer.TrainJob) (*pipeline.Runtime, *corev1.ConfigMap, error) {
 	// The live read when the cache misses the snapshot matters: taking a
 	// snapshot the cache has not seen yet again could copy a runtime
 	// changed since. A TrainJob no reconcile has reported on has no
@@ -55,7 +57,7 @@ func (s *snapshots) runtime(ctx context.Context, tj *trainer.TrainJob) (*pipelin
 	if meta.FindStatusCondition(tj.Status.Conditions, trainer.TrainJobComponentsCreated) == nil {
 		live = nil
 	}
-	rt, err := runtimes.Snapshot(ctx, s.client, live, s.decoder, tj)
+	rt, err := Read(ctx, s.client, live, s.decoder, tj)
 	switch {
 	case err == nil:
 		return rt, nil, nil
@@ -63,15 +65,15 @@ func (s *snapshots) runtime(ctx context.Context, tj *trainer.TrainJob) (*pipelin
 		return nil, nil, err
 	}
 
-	rt, err = runtimes.Get(ctx, s.client, s.live, tj)
+	rt, err = LiveRuntime(ctx, s.client, s.live, tj)
 	if err != nil {
 		return nil, nil, missingRuntimeError(tj, err)
 	}
-	content, err := s.encoded.encode(rt.Object, func() (string, error) { return encodeSnapshot(s.scheme, rt) })
+	content, err := s.encoded.encode(rt.Object, func() (string, error) { return Encode(s.scheme, rt) })
 	if err != nil {
 		return nil, nil, err
 	}
-	return rt, newSnapshot(content, tj), nil
+	return rt, NewConfigMap(content, tj), nil
 }
 
 // missingRuntimeError words a failure to read the runtime as upstream does.
@@ -79,15 +81,15 @@ func missingRuntimeError(tj *trainer.TrainJob, err error) error {
 	if !apierrors.IsNotFound(err) {
 		return err
 	}
-	if pipeline.RuntimeRefGroupKind(tj) == runtimes.TrainingRuntime {
+	if pipeline.RuntimeRefGroupKind(tj) == admission.TrainingRuntime {
 		return fmt.Errorf("TrainingRuntime specified in TrainJob is not found: %w", err)
 	}
 	return fmt.Errorf("not found ClusterTrainingRuntime specified in TrainJob: %w", err)
 }
 
-// encodeSnapshot is the content of a snapshot of rt: its YAML, with its
+// Encode is the content of a snapshot of rt: its YAML, with its
 // apiVersion and kind, without managed fields.
-func encodeSnapshot(scheme *runtime.Scheme, rt *pipeline.Runtime) (string, error) {
+func Encode(scheme *runtime.Scheme, rt *pipeline.Runtime) (string, error) {
 	obj := rt.Object.DeepCopyObject().(client.Object)
 	gvk, err := apiutil.GVKForObject(obj, scheme)
 	if err != nil {
@@ -107,7 +109,7 @@ func encodeSnapshot(scheme *runtime.Scheme, rt *pipeline.Runtime) (string, error
 // repeat the same work. A version is the runtime's kind, UID and
 // resourceVersion, which the API server changes with any change of it.
 type encodingCache struct {
-	encoded runtimes.VersionCache[encodedKey, string]
+	encoded VersionCache[encodedKey, string]
 }
 
 type encodedKey struct {
@@ -135,16 +137,20 @@ func (c *encodingCache) encode(runtime client.Object, encode func() (string, err
 	return content, nil
 }
 
-// newSnapshot is the snapshot ConfigMap of tj holding content.
-func newSnapshot(content string, tj *trainer.TrainJob) *corev1.ConfigMap {
+// NewConfigMap is the snapshot ConfigMap of tj holding content.
+func NewConfigMap(content string, tj *trainer.TrainJob) *corev1.ConfigMap {
 	return &corev1.ConfigMap{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name:            runtimes.SnapshotName(tj),
+			Name:            Name(tj),
 			Namespace:       tj.Namespace,
-			Labels:          map[string]string{apply.TrainJobNameLabel: tj.Name},
+			Labels:          map[string]string{pipeline.TrainJobNameLabel: tj.Name},
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(tj, trainer.GroupVersion.WithKind(trainer.TrainJobKind))},
 		},
-		Data: map[string]string{runtimes.SnapshotKey: content},
+		Data: map[string]string{Key: content},
+		// A record nobody can rewrite: the API server refuses every edit,
+		// so a hand-edited image never reaches a pod. Deleting it remains;
+		// the next build takes it again from the live runtime.
+		Immutable: ptr.To(true),
 	}
 }

@@ -1,4 +1,4 @@
-package runtimes
+package snapshot
 
 import (
 	"context"
@@ -19,19 +19,19 @@ import (
 // built from. The TrainJob controller takes it; from then on the TrainJob
 // runs from it, whatever becomes of the runtime.
 const (
-	SnapshotSuffix = "-runtime-snapshot"
-	SnapshotKey    = "runtime"
+	Suffix = "-runtime-snapshot"
+	Key    = "runtime"
 )
 
-// SnapshotName is the name of a TrainJob's snapshot ConfigMap.
-func SnapshotName(tj *trainer.TrainJob) string { return tj.Name + SnapshotSuffix }
+// Name is the name of a TrainJob's snapshot ConfigMap.
+func Name(tj *trainer.TrainJob) string { return tj.Name + Suffix }
 
-// Snapshot reads the runtime tj runs from out of its snapshot, from cached
+// Read reads the runtime tj runs from out of its snapshot, from cached
 // and, when the cache does not have the snapshot (taken a moment ago),
 // live, unless live is nil. It is a NotFound API error when the snapshot is
 // not taken yet.
-func Snapshot(ctx context.Context, cached, live client.Reader, decoder runtime.Decoder, tj *trainer.TrainJob) (*pipeline.Runtime, error) {
-	key := client.ObjectKey{Namespace: tj.Namespace, Name: SnapshotName(tj)}
+func Read(ctx context.Context, cached, live client.Reader, decoder runtime.Decoder, tj *trainer.TrainJob) (*pipeline.Runtime, error) {
+	key := client.ObjectKey{Namespace: tj.Namespace, Name: Name(tj)}
 	cm := &corev1.ConfigMap{}
 	err := cached.Get(ctx, key, cm)
 	if apierrors.IsNotFound(err) && live != nil {
@@ -40,22 +40,22 @@ func Snapshot(ctx context.Context, cached, live client.Reader, decoder runtime.D
 	if err != nil {
 		return nil, err
 	}
-	return DecodeSnapshot(decoder, cm, tj)
+	return Decode(decoder, cm, tj)
 }
 
-// DecodeSnapshot reads the runtime out of a snapshot ConfigMap, after
+// Decode reads the runtime out of a snapshot ConfigMap, after
 // checking that tj controls it (else a pipeline.NotControlledError) and that
 // it holds the runtime tj references.
-func DecodeSnapshot(decoder runtime.Decoder, cm *corev1.ConfigMap, tj *trainer.TrainJob) (*pipeline.Runtime, error) {
+func Decode(decoder runtime.Decoder, cm *corev1.ConfigMap, tj *trainer.TrainJob) (*pipeline.Runtime, error) {
 	invalid := func(format string, args ...any) error {
 		return fmt.Errorf("invalid runtime snapshot: "+format, args...)
 	}
 	if err := pipeline.CheckControlled(cm, "ConfigMap", tj); err != nil {
 		return nil, err
 	}
-	data, ok := cm.Data[SnapshotKey]
+	data, ok := cm.Data[Key]
 	if !ok {
-		return nil, invalid("ConfigMap %s has no %q key", cm.Name, SnapshotKey)
+		return nil, invalid("ConfigMap %s has no %q key", cm.Name, Key)
 	}
 	obj, gvk, err := decoder.Decode([]byte(data), nil, nil)
 	if err != nil {
@@ -91,11 +91,11 @@ type SharedContents struct {
 // the shared one): the cache hands out copies and never writes the objects
 // it holds, so they can share a map as they share a string. Its labels and
 // annotations go: the operator reads of a snapshot only its name, owner and
-// content (Snapshot), and never writes one again while it exists, so it
+// content (Read), and never writes one again while it exists, so it
 // never compares the rest with what it would build.
 func (s *SharedContents) Share(cm *corev1.ConfigMap) {
-	data, ok := cm.Data[SnapshotKey]
-	if !ok || !strings.HasSuffix(cm.Name, SnapshotSuffix) {
+	data, ok := cm.Data[Key]
+	if !ok || !strings.HasSuffix(cm.Name, Suffix) {
 		return
 	}
 	cm.Labels, cm.Annotations = nil, nil
@@ -104,11 +104,11 @@ func (s *SharedContents) Share(cm *corev1.ConfigMap) {
 	case !ok && len(cm.Data) == 1:
 		s.contents.Add(data, cm.Data)
 	case !ok:
-		s.contents.Add(data, map[string]string{SnapshotKey: data})
+		s.contents.Add(data, map[string]string{Key: data})
 	case len(cm.Data) == 1:
 		cm.Data = shared
 	default:
 		// Someone added keys: only the content is shared.
-		cm.Data[SnapshotKey] = shared[SnapshotKey]
+		cm.Data[Key] = shared[Key]
 	}
 }

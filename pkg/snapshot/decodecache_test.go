@@ -1,4 +1,4 @@
-package controller
+package snapshot
 
 import (
 	"fmt"
@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/runtimes"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/scheme"
 )
 
@@ -70,12 +69,12 @@ func TestDecodingCache(t *testing.T) {
 	if _, _, err := c.Decode([]byte("{not yaml"), nil, nil); err == nil {
 		t.Error("bad content decoded without error")
 	}
-	for i := range 2 * runtimes.VersionCacheSize {
+	for i := range 2 * VersionCacheSize {
 		if _, _, err := c.Decode(runtimeYAML(fmt.Sprintf("r%d", i)), nil, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if n := c.decoded.Len(); n > runtimes.VersionCacheSize {
-		t.Errorf("%d decoded runtimes kept, want at most %d", n, runtimes.VersionCacheSize)
+	if n := c.decoded.Len(); n > VersionCacheSize {
+		t.Errorf("%d decoded runtimes kept, want at most %d", n, VersionCacheSize)
 	}
 }
