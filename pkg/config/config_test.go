@@ -124,7 +124,7 @@ func TestParseFeatureGates(t *testing.T) {
 // TestShippedConfiguration checks the file the Deployment mounts.
 func TestShippedConfiguration(t *testing.T) {
 	// go test runs in the package's folder.
-	path := filepath.Join("..", "..", "..", "config", "manager", "config.yaml")
+	path := filepath.Join("..", "..", "config", "manager", "config.yaml")
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)

@@ -53,8 +53,8 @@ func (b *bench) takeTemplates(ctx context.Context, ns string) error {
 	if err := b.admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: js.Name}, tj); err != nil {
 		return fmt.Errorf("the TrainJob of JobSet %s/%s: %w", ns, js.Name, err)
 	}
-	snapshot := &corev1.ConfigMap{}
-	if err := b.admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: snapshot.Name(tj)}, snapshot); err != nil {
+	snap := &corev1.ConfigMap{}
+	if err := b.admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: snapshot.Name(tj)}, snap); err != nil {
 		return fmt.Errorf("the snapshot of TrainJob %s/%s: %w", ns, tj.Name, err)
 	}
 	var events eventsv1.EventList
@@ -67,10 +67,10 @@ func (b *bench) takeTemplates(ctx context.Context, ns string) error {
 	}
 	js.ObjectMeta = metav1.ObjectMeta{Name: js.Name, Labels: js.Labels, Annotations: js.Annotations}
 	js.Status = jobsetv1alpha2.JobSetStatus{}
-	snapshot.ObjectMeta = metav1.ObjectMeta{Name: snapshot.Name, Labels: snapshot.Labels, Annotations: snapshot.Annotations}
+	snap.ObjectMeta = metav1.ObjectMeta{Name: snap.Name, Labels: snap.Labels, Annotations: snap.Annotations}
 	event := events.Items[i].DeepCopy()
 	event.ObjectMeta = metav1.ObjectMeta{}
-	b.templates = &templates{trainJob: tj.Name, jobSet: js, snapshot: snapshot, status: tj.Status, event: event}
+	b.templates = &templates{trainJob: tj.Name, jobSet: js, snapshot: snap, status: tj.Status, event: event}
 	return nil
 }
 

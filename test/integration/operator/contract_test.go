@@ -116,9 +116,9 @@ func TestNotControlledJobSet(t *testing.T) {
 	wantEvents(t, tj, event{corev1.EventTypeWarning, controller.ComponentNotControlledReason, trainer.TrainJobComponentsCreated, c.Message})
 	unchanged(t, js)
 	// The snapshot was taken (it comes first), the user's JobSet was not.
-	snapshot := &corev1.ConfigMap{}
-	if err := optest.Get(t.Context(), env.Client, nsName(ns, "alpha"+snapshot.Suffix), snapshot); err != nil || !metav1.IsControlledBy(snapshot, got) {
-		t.Errorf("snapshot: %v, owners %v", err, snapshot.OwnerReferences)
+	snap := &corev1.ConfigMap{}
+	if err := optest.Get(t.Context(), env.Client, nsName(ns, "alpha"+snapshot.Suffix), snap); err != nil || !metav1.IsControlledBy(snap, got) {
+		t.Errorf("snapshot: %v, owners %v", err, snap.OwnerReferences)
 	}
 
 	if err := env.Client.Delete(t.Context(), js, client.Preconditions{UID: ptr.To(js.UID)}); err != nil {
