@@ -20,6 +20,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+	schedulerpluginsv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+	volcanov1beta1 "volcano.sh/apis/pkg/apis/scheduling/v1beta1"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/apply"
@@ -182,6 +184,60 @@ func TestNotControlledSSHSecret(t *testing.T) {
 		t.Errorf("the JobSet was built with someone else's key: %v", err)
 	}
 	unchanged(t, secret)
+}
+
+// TestNotControlledPodGroup: a user's PodGroup of the TrainJob's name (no
+// controller), of either gang scheduler, is neither taken as the TrainJob's
+// nor written: the TrainJob says so, as for a user's JobSet, and builds no
+// JobSet whose pods would wait in someone else's gang; once the user deletes
+// it, the TrainJob is built with its own.
+func TestNotControlledPodGroup(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		policy trainer.PodGroupPolicySource
+		theirs client.Object
+	}{
+		{"coscheduling", trainer.PodGroupPolicySource{Coscheduling: &trainer.CoschedulingPodGroupPolicySource{}},
+			&schedulerpluginsv1alpha1.PodGroup{Spec: schedulerpluginsv1alpha1.PodGroupSpec{MinMember: 7}}},
+		{"volcano", trainer.PodGroupPolicySource{Volcano: &trainer.VolcanoPodGroupPolicySource{}},
+			&volcanov1beta1.PodGroup{Spec: volcanov1beta1.PodGroupSpec{MinMember: 7}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := cluster.NewNamespace(t, env.Client, "test-", nil)
+			spec := torchSpec()
+			spec.PodGroupPolicy = &trainer.PodGroupPolicy{PodGroupPolicySource: tc.policy}
+			createTrainingRuntime(t, ns, "gang", spec)
+			theirs := tc.theirs
+			theirs.SetNamespace(ns)
+			theirs.SetName("alpha")
+			create(t, theirs)
+
+			tj := newTrainJob(ns, "alpha", trainer.TrainingRuntimeKind, "gang")
+			create(t, tj)
+			got := notControlled(t, tj, fmt.Sprintf(`PodGroup %s/alpha exists and is not controlled by TrainJob "alpha": it has no controller`, ns))
+			c := meta.FindStatusCondition(got.Status.Conditions, trainer.TrainJobComponentsCreated)
+			wantEvents(t, tj, event{corev1.EventTypeWarning, controller.ComponentNotControlledReason, trainer.TrainJobComponentsCreated, c.Message})
+			if err := optest.Absent(t.Context(), env.Client, key(tj), &jobsetv1alpha2.JobSet{}); err != nil {
+				t.Errorf("the JobSet was built into someone else's PodGroup: %v", err)
+			}
+			unchanged(t, theirs)
+
+			if err := env.Client.Delete(t.Context(), theirs, client.Preconditions{UID: ptr.To(theirs.GetUID())}); err != nil {
+				t.Fatal(err)
+			}
+			built := trainJobMatches(t, tj, "built once the name is free", hasConditions(componentsCreated))
+			ours := theirs.DeepCopyObject().(client.Object)
+			optest.Eventually(t, "the TrainJob's own PodGroup", func(ctx context.Context) error {
+				if err := optest.Get(ctx, env.Client, key(theirs), ours); err != nil {
+					return err
+				}
+				if !metav1.IsControlledBy(ours, built) {
+					return fmt.Errorf("PodGroup owners %v", ours.GetOwnerReferences())
+				}
+				return nil
+			})
+		})
+	}
 }
 
 // TestDriftPutBack: a JobSet resumed behind its suspended TrainJob's back (a
