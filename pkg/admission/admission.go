@@ -1,6 +1,6 @@
 // Package admission is the TrainJob validating webhook's decision, written once: the operator's webhook
 // (pkg/operator/webhook) asks it with the live cluster as resolver, `render` and `describe-pipeline -f`
-// (pkg/offline) with the files they read, so both word every refusal and warning alike. It must not read the
+// (pkg/dryrun) with the files they read, so both word every refusal and warning alike. It must not read the
 // API server itself: what it needs comes through the Resolver.
 package admission
 

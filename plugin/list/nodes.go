@@ -42,27 +42,18 @@ func newRuntimeDefaults(ctx context.Context, c client.Reader) (*runtimeDefaults,
 	return &runtimeDefaults{c: c, fw: fw, cache: map[string]*runtimeLookup{}}, nil
 }
 
-// prefetch starts reading the runtimes that items need and that are not read yet.
+// prefetch starts reading the runtimes that items need and that are not read yet: every TrainJob's, since
+// the runtime's policy decides how many pods of each replicated job ask for GPUs (an MPI launcher run as a
+// node asks for none), and resourcesPerNode is merged into the runtime's trainer container key by key.
 func (r *runtimeDefaults) prefetch(ctx context.Context, items []trainer.TrainJob) {
 	for i := range items {
-		if needsRuntime(&items[i]) {
-			r.start(ctx, &items[i])
-		}
+		r.start(ctx, &items[i])
 	}
 }
 
-// needsRuntime tells whether the cells of tj need its runtime: always, since the runtime's policy decides
-// how many pods of each replicated job ask for GPUs (an MPI launcher run as a node asks for none), and
-// resourcesPerNode is merged into the runtime's trainer container key by key.
-func needsRuntime(*trainer.TrainJob) bool { return true }
-
 // of returns the NODES and GPUS cells of tj.
 func (r *runtimeDefaults) of(ctx context.Context, tj *trainer.TrainJob) (string, string) {
-	var rt *pipeline.Runtime
-	if needsRuntime(tj) {
-		rt = r.lookup(ctx, tj)
-	}
-	return cells(r.fw, tj, rt)
+	return cells(r.fw, tj, r.lookup(ctx, tj))
 }
 
 // cells are the NODES and GPUS cells of tj on runtime rt (nil: unknown). NODES is numNodes of the TrainJob,
