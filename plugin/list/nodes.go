@@ -9,8 +9,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/dryrun"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/config"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/runtimes"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/printers"
@@ -33,13 +31,9 @@ type runtimeLookup struct {
 	rt   *pipeline.Runtime
 }
 
-// newRuntimeDefaults reads runtimes with c and sizes TrainJobs with the pipeline the operator runs, dryrun.
-func newRuntimeDefaults(ctx context.Context, c client.Reader) (*runtimeDefaults, error) {
-	fw, err := dryrun.NewFramework(ctx, &config.Flags{}, nil, &dryrun.Inputs{})
-	if err != nil {
-		return nil, err
-	}
-	return &runtimeDefaults{c: c, fw: fw, cache: map[string]*runtimeLookup{}}, nil
+// newRuntimeDefaults reads runtimes with c and sizes TrainJobs with fw, the pipeline the operator runs.
+func newRuntimeDefaults(c client.Reader, fw *pipeline.Framework) *runtimeDefaults {
+	return &runtimeDefaults{c: c, fw: fw, cache: map[string]*runtimeLookup{}}
 }
 
 // prefetch starts reading the runtimes that items need and that are not read yet: every TrainJob's, since
