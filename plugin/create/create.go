@@ -101,9 +101,9 @@ type CreateOptions struct {
 	Clock clock.PassiveClock
 	// Terminal tells whether Out is a terminal, where --wait and --follow keep a live line; nil detects it.
 	Terminal *bool
-	// OutOfTree are the pipeline plugins of the binary beside the in-tree ones: the fit check builds the
-	// TrainJob's pods as the operator of the same binary does.
-	OutOfTree pipeline.Registry
+	// Pipeline is the binary's pipeline: the fit check builds the TrainJob's pods as the operator of the same
+	// binary does.
+	Pipeline cmdutil.Pipeline
 
 	// From is --from: the TrainJob of the namespace the new one is a copy of.
 	From string
@@ -144,7 +144,7 @@ func NewCmdCreate(f cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
 func NewCmd(outOfTree pipeline.Registry) func(cmdutil.Factory, cmdutil.Streams) *cobra.Command {
 	return func(f cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
 		o := NewCreateOptions(streams)
-		o.OutOfTree = outOfTree
+		o.Pipeline.OutOfTree = outOfTree
 		return NewCmdCreateWithOptions(f, o)
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/config"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/dryrun"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/completion"
@@ -121,7 +120,7 @@ func notChecked(out io.Writer, err error) error {
 
 // computeFit builds the admitted TrainJob's pods with the binary's pipeline and places them on cl.
 func (o *CreateOptions) computeFit(ctx context.Context, tj *trainer.TrainJob, rt *pipeline.Runtime, cl *fit.Cluster) (*fit.Fit, error) {
-	fw, err := dryrun.NewFramework(ctx, &config.Flags{}, o.OutOfTree, &dryrun.Inputs{})
+	fw, err := o.Pipeline.Framework(ctx, &dryrun.Inputs{})
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/completion"
 )
@@ -36,6 +37,15 @@ const rerunExample = `  # Run llama again, as llama-rerun-1
 // NewCmdRerun is `kubectl trainjob rerun`.
 func NewCmdRerun(f cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
 	return NewCmdRerunWithOptions(f, NewCreateOptions(streams))
+}
+
+// NewRerunCmd is `kubectl trainjob rerun` of a binary whose pipeline adds outOfTree (app.WithPlugin).
+func NewRerunCmd(outOfTree pipeline.Registry) func(cmdutil.Factory, cmdutil.Streams) *cobra.Command {
+	return func(f cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
+		o := NewCreateOptions(streams)
+		o.Pipeline.OutOfTree = outOfTree
+		return NewCmdRerunWithOptions(f, o)
+	}
 }
 
 // NewCmdRerunWithOptions is `kubectl trainjob rerun` with preset options (a pinned clock in tests).

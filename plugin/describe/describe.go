@@ -17,7 +17,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/config"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/dryrun"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/stage"
@@ -50,11 +49,10 @@ type Options struct {
 	Files        []string
 	RuntimeFiles []string
 	Output       string
-	// Config is the operator's configuration the pipeline is built from.
-	Config config.Flags
+	// Pipeline is the binary's pipeline, with the operator's configuration of --config and --feature-gates.
+	Pipeline cmdutil.Pipeline
 
 	Streams   cmdutil.Streams
-	outOfTree pipeline.Registry
 	namespace string
 	client    client.Client
 	decoder   runtime.Decoder
@@ -67,7 +65,7 @@ var _ cmdutil.Command = (*Options)(nil)
 // runs it.
 func NewCmd(outOfTree pipeline.Registry) func(cmdutil.Factory, cmdutil.Streams) *cobra.Command {
 	return func(f cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
-		return newCmd(f, &Options{Streams: streams, outOfTree: outOfTree})
+		return newCmd(f, &Options{Streams: streams, Pipeline: cmdutil.Pipeline{OutOfTree: outOfTree}})
 	}
 }
 
@@ -88,7 +86,7 @@ func newCmd(f cmdutil.Factory, o *Options) *cobra.Command {
 	cmd.Flags().StringSliceVarP(&o.Files, "filename", "f", nil, "TrainJob file (offline); - reads standard input")
 	cmd.Flags().StringSliceVar(&o.RuntimeFiles, "runtime-file", nil, "Runtime file(s) for -f (offline)")
 	cmd.Flags().StringVarP(&o.Output, "output", "o", "", "Output format: empty for text, json or yaml")
-	o.Config.AddFlags(cmd.Flags())
+	o.Pipeline.AddFlags(cmd.Flags())
 	return cmd
 }
 
@@ -144,7 +142,7 @@ func (o *Options) Run(ctx context.Context) error {
 	// Objects of other kinds in the files are the cluster the plugins see;
 	// for a live TrainJob or runtime, the plugins see nothing else, as
 	// render does.
-	fw, err := dryrun.NewFramework(ctx, &o.Config, o.outOfTree, in)
+	fw, err := o.Pipeline.Framework(ctx, in)
 	if err != nil {
 		return err
 	}

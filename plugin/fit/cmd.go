@@ -31,7 +31,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/config"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/dryrun"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
@@ -73,11 +72,10 @@ type Options struct {
 	Name   string
 	Files  []string
 	Output string
-	// Config is the operator's configuration the pipeline is built from.
-	Config config.Flags
+	// Pipeline is the binary's pipeline, with the operator's configuration of --config and --feature-gates.
+	Pipeline cmdutil.Pipeline
 
 	Streams   cmdutil.Streams
-	outOfTree pipeline.Registry
 	namespace string
 	client    client.Client
 	decoder   runtime.Decoder
@@ -89,7 +87,7 @@ var _ cmdutil.Command = (*Options)(nil)
 // operator of the same binary does.
 func NewCmd(outOfTree pipeline.Registry) func(cmdutil.Factory, cmdutil.Streams) *cobra.Command {
 	return func(f cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
-		o := &Options{Streams: streams, outOfTree: outOfTree}
+		o := &Options{Streams: streams, Pipeline: cmdutil.Pipeline{OutOfTree: outOfTree}}
 		cmd := &cobra.Command{
 			Use:               "fit NAME | fit -f FILE",
 			Short:             "Say whether a TrainJob fits the cluster now, where, and what keeps the rest out",
@@ -103,7 +101,7 @@ func NewCmd(outOfTree pipeline.Registry) func(cmdutil.Factory, cmdutil.Streams) 
 		}
 		cmd.Flags().StringSliceVarP(&o.Files, "filename", "f", nil, "File with the TrainJob (and, if it is not the cluster's, its runtime); - reads standard input")
 		cmd.Flags().StringVarP(&o.Output, "output", "o", "", "Output format: json or yaml (the same as a document). Default: the text")
-		o.Config.AddFlags(cmd.Flags())
+		o.Pipeline.AddFlags(cmd.Flags())
 		_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"json", "yaml"}, cobra.ShellCompDirectiveNoFileComp))
 		_ = cmd.MarkFlagFilename("filename", "yaml", "yml", "json")
 		return cmd
@@ -145,7 +143,7 @@ func (o *Options) Run(ctx context.Context) error {
 		return err
 	}
 	tj := in.TrainJobs[0]
-	fw, err := dryrun.NewFramework(ctx, &o.Config, o.outOfTree, in)
+	fw, err := o.Pipeline.Framework(ctx, in)
 	if err != nil {
 		return err
 	}

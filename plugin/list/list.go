@@ -31,6 +31,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/dryrun"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/stage"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/completion"
@@ -69,6 +71,8 @@ type ListOptions struct {
 	Client    client.WithWatch
 	// Kueue reads the Workloads of TrainJobs in a Kueue LocalQueue; nil reads none.
 	Kueue *kueue.Client
+	// Pipeline sizes the TrainJobs (GPUS) as the binary's operator builds them.
+	Pipeline cmdutil.Pipeline
 
 	stages  map[stage.Stage]bool
 	printer cliprinters.ResourcePrinter // nil: the table
@@ -87,9 +91,18 @@ func NewListOptions(streams cmdutil.Streams) *ListOptions {
 	}
 }
 
-// NewCmdList is `kubectl trainjob list`.
+// NewCmdList is `kubectl trainjob list` with the in-tree pipeline plugins.
 func NewCmdList(f cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
 	return NewCmdListWithOptions(f, NewListOptions(streams))
+}
+
+// NewCmd is `kubectl trainjob list` of a binary whose pipeline adds outOfTree (app.WithPlugin).
+func NewCmd(outOfTree pipeline.Registry) func(cmdutil.Factory, cmdutil.Streams) *cobra.Command {
+	return func(f cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
+		o := NewListOptions(streams)
+		o.Pipeline.OutOfTree = outOfTree
+		return NewCmdListWithOptions(f, o)
+	}
 }
 
 // NewCmdListWithOptions is `kubectl trainjob list` with preset options (a pinned clock in tests).
@@ -186,10 +199,11 @@ func (o *ListOptions) Validate() error {
 
 // Run lists, prints, and with -w watches.
 func (o *ListOptions) Run(ctx context.Context) error {
-	nodes, err := newRuntimeDefaults(ctx, o.Client)
+	fw, err := o.Pipeline.Framework(ctx, &dryrun.Inputs{})
 	if err != nil {
 		return err
 	}
+	nodes := newRuntimeDefaults(o.Client, fw)
 	items, resourceVersion, err := o.list(ctx, nodes)
 	if err != nil {
 		return err

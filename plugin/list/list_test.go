@@ -19,8 +19,10 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/dryrun"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/scheme"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/stage"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/kueue"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/kueue/kueuetest"
 )
@@ -117,10 +119,7 @@ func TestNodesAndGPUs(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			defaults, err := newRuntimeDefaults(context.Background(), runtimeReader())
-			if err != nil {
-				t.Fatal(err)
-			}
+			defaults := inTreeRuntimeDefaults(t)
 			nodes, gpus := defaults.of(context.Background(), &tt.tj)
 			if diff := cmp.Diff([]string{tt.nodes, tt.gpuCells}, []string{nodes, gpus}); diff != "" {
 				t.Errorf("NODES, GPUS (-want +got):\n%s", diff)
@@ -235,10 +234,7 @@ func TestTable(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			o := &ListOptions{Clock: clocktesting.NewFakePassiveClock(now), Watch: tt.watch, wide: tt.wide}
-			defaults, err := newRuntimeDefaults(context.Background(), runtimeReader())
-			if err != nil {
-				t.Fatal(err)
-			}
+			defaults := inTreeRuntimeDefaults(t)
 			table := o.table(context.Background(), defaults, tt.queues, tt.items)
 			if diff := cmp.Diff(tt.columns, names(table.ColumnDefinitions)); tt.columns != nil && diff != "" {
 				t.Errorf("columns (-want +got):\n%s", diff)
@@ -334,4 +330,14 @@ func TestReadQueues(t *testing.T) {
 			}
 		})
 	}
+}
+
+// inTreeRuntimeDefaults reads the runtimes of runtimeReader and sizes TrainJobs with the in-tree pipeline.
+func inTreeRuntimeDefaults(t *testing.T) *runtimeDefaults {
+	t.Helper()
+	fw, err := (&cmdutil.Pipeline{}).Framework(t.Context(), &dryrun.Inputs{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newRuntimeDefaults(runtimeReader(), fw)
 }

@@ -9,8 +9,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/config"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/dryrun"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/snapshot"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/printers"
@@ -33,36 +31,23 @@ type runtimeLookup struct {
 	rt   *pipeline.Runtime
 }
 
-// newRuntimeDefaults reads runtimes with c and sizes TrainJobs with the pipeline the operator runs, dryrun.
-func newRuntimeDefaults(ctx context.Context, c client.Reader) (*runtimeDefaults, error) {
-	fw, err := dryrun.NewFramework(ctx, &config.Flags{}, nil, &dryrun.Inputs{})
-	if err != nil {
-		return nil, err
-	}
-	return &runtimeDefaults{c: c, fw: fw, cache: map[string]*runtimeLookup{}}, nil
+// newRuntimeDefaults reads runtimes with c and sizes TrainJobs with fw, the pipeline the operator runs.
+func newRuntimeDefaults(c client.Reader, fw *pipeline.Framework) *runtimeDefaults {
+	return &runtimeDefaults{c: c, fw: fw, cache: map[string]*runtimeLookup{}}
 }
 
-// prefetch starts reading the runtimes that items need and that are not read yet.
+// prefetch starts reading the runtimes that items need and that are not read yet: every TrainJob's, since
+// the runtime's policy decides how many pods of each replicated job ask for GPUs (an MPI launcher run as a
+// node asks for none), and resourcesPerNode is merged into the runtime's trainer container key by key.
 func (r *runtimeDefaults) prefetch(ctx context.Context, items []trainer.TrainJob) {
 	for i := range items {
-		if needsRuntime(&items[i]) {
-			r.start(ctx, &items[i])
-		}
+		r.start(ctx, &items[i])
 	}
 }
-
-// needsRuntime tells whether the cells of tj need its runtime: always, since the runtime's policy decides
-// how many pods of each replicated job ask for GPUs (an MPI launcher run as a node asks for none), and
-// resourcesPerNode is merged into the runtime's trainer container key by key.
-func needsRuntime(*trainer.TrainJob) bool { return true }
 
 // of returns the NODES and GPUS cells of tj.
 func (r *runtimeDefaults) of(ctx context.Context, tj *trainer.TrainJob) (string, string) {
-	var rt *pipeline.Runtime
-	if needsRuntime(tj) {
-		rt = r.lookup(ctx, tj)
-	}
-	return cells(r.fw, tj, rt)
+	return cells(r.fw, tj, r.lookup(ctx, tj))
 }
 
 // cells are the NODES and GPUS cells of tj on runtime rt (nil: unknown). NODES is numNodes of the TrainJob,

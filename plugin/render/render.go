@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/config"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/dryrun"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/scheme"
@@ -40,11 +39,10 @@ type Options struct {
 	Output       string
 	ShowSecrets  bool
 	Namespace    string
-	// Config is the operator's configuration the pipeline is built from.
-	Config config.Flags
+	// Pipeline is the binary's pipeline, with the operator's configuration of --config and --feature-gates.
+	Pipeline cmdutil.Pipeline
 
-	Streams   cmdutil.Streams
-	outOfTree pipeline.Registry
+	Streams cmdutil.Streams
 }
 
 var _ cmdutil.Command = (*Options)(nil)
@@ -53,7 +51,7 @@ var _ cmdutil.Command = (*Options)(nil)
 // (app.WithPlugin) as the operator of the same binary does.
 func NewCmd(outOfTree pipeline.Registry) func(cmdutil.Factory, cmdutil.Streams) *cobra.Command {
 	return func(f cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
-		return newCmd(f, &Options{Streams: streams, outOfTree: outOfTree})
+		return newCmd(f, &Options{Streams: streams, Pipeline: cmdutil.Pipeline{OutOfTree: outOfTree}})
 	}
 }
 
@@ -82,7 +80,7 @@ prints new ones at every run unless the Secret is in the files.`,
 	cmd.Flags().StringSliceVar(&o.RuntimeFiles, "runtime", nil, "TrainingRuntime or ClusterTrainingRuntime file(s)")
 	cmd.Flags().StringVarP(&o.Output, "output", "o", "yaml", "Output format: yaml or json")
 	cmd.Flags().BoolVar(&o.ShowSecrets, "show-secrets", false, "Print Secret data instead of redacting it")
-	o.Config.AddFlags(cmd.Flags())
+	o.Pipeline.AddFlags(cmd.Flags())
 	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"yaml", "json"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
@@ -123,7 +121,7 @@ func (o *Options) Run(ctx context.Context) error {
 	if len(in.TrainJobs) == 0 {
 		return fmt.Errorf("no TrainJob in %s: pass the TrainJob file with -f", strings.Join(o.Files, ", "))
 	}
-	fw, err := dryrun.NewFramework(ctx, &o.Config, o.outOfTree, in)
+	fw, err := o.Pipeline.Framework(ctx, in)
 	if err != nil {
 		return err
 	}

@@ -3,8 +3,9 @@
 // this repository's main and a platform team's own binary, which adds its
 // own pipeline plugins with WithPlugin, as kube-scheduler's app does; the
 // operator's configuration then enables, disables and orders them per
-// extension point (field plugins), and render, describe-pipeline, fit and
-// create of that binary build TrainJobs with the same pipeline.
+// extension point (field plugins), and render, describe-pipeline, fit,
+// list, create and rerun of that binary build TrainJobs with the same
+// pipeline (cmdutil.Pipeline).
 package app
 
 import (
@@ -58,9 +59,9 @@ func NewCommand(f cmdutil.Factory, streams genericiooptions.IOStreams, opts ...O
 	}
 	return plugin.NewRootCommand(f, streams,
 		create.NewCmd(o.outOfTree),
-		create.NewCmdRerun,
+		create.NewRerunCmd(o.outOfTree),
 		fit.NewCmd(o.outOfTree),
-		list.NewCmdList,
+		list.NewCmd(o.outOfTree),
 		status.NewCmdStatus,
 		logs.NewCmdLogs,
 		portforward.NewCmdPortForward,

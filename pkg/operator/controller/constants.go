@@ -41,3 +41,15 @@ const (
 	// does).
 	eventNoteCut = 950
 )
+
+// JobSetDeletedReason is the reason of Failed=True for a TrainJob whose
+// JobSet ran and is gone before the TrainJob saw it end (added to upstream's
+// reasons): deleted by its ttlSecondsAfterFinished while the operator was
+// not running, or by hand. Its end is unknown, and it may have finished:
+// it is not run again (upstream creates the JobSet again).
+const JobSetDeletedReason = "JobSetDeleted"
+
+// jobSetDeletedMessage is the message of Failed=True JobSetDeleted; it
+// takes the JobSet's namespace/name.
+const jobSetDeletedMessage = "JobSet %s was deleted before the TrainJob saw it end (by its ttlSecondsAfterFinished while the operator was not running, or by hand): " +
+	"its training may have finished, so it is not run again; create the TrainJob again to run it again"

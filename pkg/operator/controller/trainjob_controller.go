@@ -146,19 +146,30 @@ func (r *TrainJobReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 }
 
 // reconcile runs the named steps of spec §3.2 on a working copy of the
-// status, then writes the status once.
+// status, then writes the status once. What happened while the operator did
+// not look comes before the build: a JobSet that ended or went, and a
+// deadline that passed, end the TrainJob, and a finished TrainJob is never
+// built again.
 func (r *TrainJobReconciler) reconcile(ctx context.Context, tj *trainer.TrainJob) (reconcile.Result, error) {
 	u := newStatusUpdate(tj, metav1.NewTime(r.now()))
 	// A TrainJob that is not built has no children to wait for.
 	out := buildOutcome{settled: true}
+	var errs []error
 	if gk := pipeline.RuntimeRefGroupKind(tj); !admission.Supported(gk) {
 		u.setCondition(trainer.TrainJobFailed, metav1.ConditionTrue, trainer.TrainJobRuntimeNotSupportedReason, admission.UnsupportedError(gk).Error())
 	} else if !finished(u.tj) {
-		out = r.build(ctx, u)
+		if err := r.observeEnd(ctx, u); err != nil {
+			// Whether the JobSet is gone is not known: nothing is built.
+			return reconcile.Result{}, err
+		}
+		failPastDeadline(u)
+		if !finished(u.tj) {
+			out = r.build(ctx, u)
+		}
 	}
+	errs = append(errs, out.err, r.postExecution(ctx, u, out.built || !out.settled), r.deletePastDeadline(ctx, u))
 	setSuspended(u, out.settled)
-	errs := []error{out.err, r.postExecution(ctx, u, out.built || !out.settled)}
-	requeueAfter := r.enforceDeadline(ctx, u)
+	requeueAfter := untilDeadline(u)
 	if out.retryAfter > 0 && (requeueAfter == 0 || out.retryAfter < requeueAfter) {
 		requeueAfter = out.retryAfter
 	}
@@ -176,6 +187,50 @@ func (r *TrainJobReconciler) reconcile(ctx context.Context, tj *trainer.TrainJob
 		return reconcile.Result{Requeue: true}, nil
 	}
 	return reconcile.Result{RequeueAfter: requeueAfter}, nil
+}
+
+// observeEnd reads the end of a TrainJob whose JobSet runs, before anything
+// is built again: a JobSet that completed or failed while the operator was
+// not running ends the TrainJob, and one that is gone while its runtime
+// gives JobSets a ttlSecondsAfterFinished — so it may have been deleted by
+// its TTL after an end the operator missed — is not created again. Its end
+// is unknown and may have been a success, and a training run again would
+// redo it and write over what it wrote: the TrainJob fails (JobSetDeleted).
+// A JobSet without a TTL that is gone was deleted by hand while it ran, and
+// is built again, as upstream does. Gone means gone from the API server,
+// not only from the cache, which may not have seen the JobSet's create yet.
+func (r *TrainJobReconciler) observeEnd(ctx context.Context, u *statusUpdate) error {
+	if !jobSetRuns(u.tj) {
+		return nil
+	}
+	err := r.postExecution(ctx, u, false)
+	if !apierrors.IsNotFound(err) {
+		return err
+	}
+	rt, _, err := r.snapshots.Runtime(ctx, u.tj)
+	if err != nil || rt.Spec.Template.Spec.TTLSecondsAfterFinished == nil {
+		// No TTL deletes its JobSets (or the runtime is unknown: the build
+		// says why): a JobSet gone was deleted by hand, and is built again.
+		return nil
+	}
+	js := &jobsetv1alpha2.JobSet{ObjectMeta: metav1.ObjectMeta{Namespace: u.tj.Namespace, Name: u.tj.Name}}
+	switch exists, err := r.applier.Exists(ctx, u.tj, js); {
+	case err != nil:
+		return err
+	case exists:
+		return nil
+	}
+	u.setCondition(trainer.TrainJobFailed, metav1.ConditionTrue, JobSetDeletedReason,
+		fmt.Sprintf(jobSetDeletedMessage, client.ObjectKeyFromObject(js)))
+	return nil
+}
+
+// jobSetRuns tells whether the TrainJob's JobSet was built and let run: its
+// components are created, and it is neither suspended nor waiting for its
+// resume to reach the JobSet.
+func jobSetRuns(tj *trainer.TrainJob) bool {
+	return meta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobComponentsCreated) &&
+		!ptr.Deref(tj.Spec.Suspend, false) && !meta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobSuspended)
 }
 
 // buildOutcome is what the Build phase and the writes of its objects came to.
@@ -210,8 +265,7 @@ func (r *TrainJobReconciler) build(ctx context.Context, u *statusUpdate) buildOu
 			plugin = pluginErr.Plugin
 		}
 		metrics.CountBuildError(plugin)
-		u.setCondition(trainer.TrainJobComponentsCreated, metav1.ConditionFalse, trainer.TrainJobJobsBuildFailedReason, ComponentsBuildFailedPrefix+err.Error())
-		u.warn(ReasonResourcesCreationFailed, ActionReconciling, resourcesCreationFailedPrefix+eventNote(err.Error()))
+		componentsFailed(u, trainer.TrainJobJobsBuildFailedReason, ComponentsBuildFailedPrefix, err)
 		return buildOutcome{err: err}
 	}
 	err = r.applier.Ensure(ctx, tj, objs)
@@ -232,12 +286,10 @@ func (r *TrainJobReconciler) build(ctx context.Context, u *statusUpdate) buildOu
 			return buildOutcome{conflict: true}
 		}
 		err = fmt.Errorf("writes have met other writers' for %v: %w", u.now.Sub(since).Round(time.Second), err)
-		u.setCondition(trainer.TrainJobComponentsCreated, metav1.ConditionFalse, trainer.TrainJobJobsCreationFailedReason, ComponentsCreationFailedPrefix+err.Error())
-		u.warn(ReasonResourcesCreationFailed, ActionReconciling, resourcesCreationFailedPrefix+eventNote(err.Error()))
+		componentsFailed(u, trainer.TrainJobJobsCreationFailedReason, ComponentsCreationFailedPrefix, err)
 		return buildOutcome{err: err}
 	case err != nil:
-		u.setCondition(trainer.TrainJobComponentsCreated, metav1.ConditionFalse, trainer.TrainJobJobsCreationFailedReason, ComponentsCreationFailedPrefix+err.Error())
-		u.warn(ReasonResourcesCreationFailed, ActionReconciling, resourcesCreationFailedPrefix+eventNote(err.Error()))
+		componentsFailed(u, trainer.TrainJobJobsCreationFailedReason, ComponentsCreationFailedPrefix, err)
 		return buildOutcome{err: err}
 	}
 	u.setCondition(trainer.TrainJobComponentsCreated, metav1.ConditionTrue, trainer.TrainJobJobsCreatedReason, ComponentsCreatedMessage)
@@ -264,6 +316,19 @@ func retryRateLimiter() workqueue.TypedRateLimiter[reconcile.Request] {
 // maxRetryDelay bounds the wait before a failing TrainJob is reconciled
 // again.
 const maxRetryDelay = 30 * time.Second
+
+// componentsFailed reports a build, or a write of what it built, that
+// failed: in a Warning event, and in ComponentsCreated=False (reason, and
+// prefix before the error) unless the TrainJob's components were created
+// before. Those exist and run as they were built (a missing CA Secret, say,
+// changes nothing in a running JobSet): ComponentsCreated stays True, and
+// the event, repeated at every retry, says what failed.
+func componentsFailed(u *statusUpdate, reason, prefix string, err error) {
+	if !meta.IsStatusConditionTrue(u.tj.Status.Conditions, trainer.TrainJobComponentsCreated) {
+		u.setCondition(trainer.TrainJobComponentsCreated, metav1.ConditionFalse, reason, prefix+err.Error())
+	}
+	u.warn(ReasonResourcesCreationFailed, ActionReconciling, resourcesCreationFailedPrefix+eventNote(err.Error()))
+}
 
 // persistentConflict is how long a TrainJob's writes may keep meeting other
 // writers' before it says so: one conflict is the normal race of two
@@ -334,15 +399,15 @@ func (r *TrainJobReconciler) buildObjects(ctx context.Context, tj *trainer.Train
 	return append([]client.Object{snap}, objs...), nil
 }
 
-// setSuspended sets the Suspended condition: True while spec.suspend is
-// and the children are as built (a suspended JobSet, or none), False
-// (Resumed) once spec.suspend no longer is, absent if never suspended.
+// setSuspended sets the Suspended condition of a TrainJob that has not
+// finished: True while spec.suspend is and the children are as built (a
+// suspended JobSet, or none), False (Resumed) once spec.suspend no longer is
+// and the JobSet as built runs, absent if never suspended.
 func setSuspended(u *statusUpdate, settled bool) {
 	switch {
+	case finished(u.tj) || !settled:
 	case ptr.Deref(u.tj.Spec.Suspend, false):
-		if settled {
-			u.setCondition(trainer.TrainJobSuspended, metav1.ConditionTrue, trainer.TrainJobSuspendedReason, trainer.TrainJobSuspendedMessage)
-		}
+		u.setCondition(trainer.TrainJobSuspended, metav1.ConditionTrue, trainer.TrainJobSuspendedReason, trainer.TrainJobSuspendedMessage)
 	case meta.IsStatusConditionTrue(u.tj.Status.Conditions, trainer.TrainJobSuspended):
 		u.setCondition(trainer.TrainJobSuspended, metav1.ConditionFalse, trainer.TrainJobResumedReason, trainer.TrainJobResumedMessage)
 	}
@@ -386,34 +451,54 @@ func keepCondition(conditions *[]metav1.Condition, before []metav1.Condition, ty
 	meta.RemoveStatusCondition(conditions, typ)
 }
 
-// enforceDeadline fails a running TrainJob past its activeDeadlineSeconds
-// and deletes its JobSet; before that, it returns when to look again. The
-// clock starts at creation and restarts at every resume.
-func (r *TrainJobReconciler) enforceDeadline(ctx context.Context, u *statusUpdate) time.Duration {
-	tj := u.tj
-	if tj.Spec.ActiveDeadlineSeconds == 0 || finished(tj) || ptr.Deref(tj.Spec.Suspend, false) {
-		return 0
+// deadline is when a TrainJob that runs passes its activeDeadlineSeconds;
+// false when it has none, has finished, or is suspended. The clock starts
+// at creation and restarts at every resume (Resumed: once the JobSet runs
+// again).
+func deadline(tj *trainer.TrainJob) (time.Time, bool) {
+	if tj.Spec.ActiveDeadlineSeconds == 0 || finished(tj) || ptr.Deref(tj.Spec.Suspend, false) ||
+		meta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobSuspended) {
+		return time.Time{}, false
 	}
 	start := tj.CreationTimestamp.Time
-	if c := meta.FindStatusCondition(tj.Status.Conditions, trainer.TrainJobSuspended); c != nil && c.Status == metav1.ConditionFalse {
+	if c := meta.FindStatusCondition(tj.Status.Conditions, trainer.TrainJobSuspended); c != nil {
 		start = c.LastTransitionTime.Time
 	}
-	deadline := start.Add(time.Duration(tj.Spec.ActiveDeadlineSeconds) * time.Second)
-	if remaining := deadline.Sub(u.now.Time); remaining > 0 {
-		return max(remaining, time.Second)
+	return start.Add(time.Duration(tj.Spec.ActiveDeadlineSeconds) * time.Second), true
+}
+
+// failPastDeadline fails a TrainJob past its deadline (deletePastDeadline
+// then deletes its JobSet), whether it passed a moment ago or while no
+// replica of the operator ran.
+func failPastDeadline(u *statusUpdate) {
+	if d, ok := deadline(u.tj); ok && !u.now.Time.Before(d) {
+		u.setCondition(trainer.TrainJobFailed, metav1.ConditionTrue, trainer.TrainJobDeadlineExceededReason, trainer.TrainJobDeadlineExceededMessage)
 	}
-	u.setCondition(trainer.TrainJobFailed, metav1.ConditionTrue, trainer.TrainJobDeadlineExceededReason, trainer.TrainJobDeadlineExceededMessage)
-	// Only the TrainJob's own JobSet, and only the one read: a JobSet of
-	// the same name that another TrainJob (or someone) made is not deleted.
-	js := &jobsetv1alpha2.JobSet{}
-	err := pipeline.GetControlled(ctx, r.client, tj, client.ObjectKeyFromObject(tj), js)
-	if err == nil {
-		err = r.client.Delete(ctx, js, client.Preconditions{UID: ptr.To(js.UID)})
+}
+
+// untilDeadline is when to look again at a TrainJob that runs with a
+// deadline: at least a second from now.
+func untilDeadline(u *statusUpdate) time.Duration {
+	d, ok := deadline(u.tj)
+	if !ok {
+		return 0
 	}
-	if client.IgnoreNotFound(err) != nil {
-		log.FromContext(ctx).Error(err, "Deleting the JobSet of a TrainJob past its deadline")
+	return max(d.Sub(u.now.Time), time.Second)
+}
+
+// deletePastDeadline deletes the JobSet of a TrainJob failed past its
+// deadline, through the applier: only its own, and at every reconcile until
+// it is gone, so that a failed delete is tried again.
+func (r *TrainJobReconciler) deletePastDeadline(ctx context.Context, u *statusUpdate) error {
+	c := meta.FindStatusCondition(u.tj.Status.Conditions, trainer.TrainJobFailed)
+	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != trainer.TrainJobDeadlineExceededReason {
+		return nil
 	}
-	return 0
+	js := &jobsetv1alpha2.JobSet{ObjectMeta: metav1.ObjectMeta{Namespace: u.tj.Namespace, Name: u.tj.Name}}
+	if err := r.applier.Delete(ctx, u.tj, js); err != nil {
+		return fmt.Errorf("delete the JobSet of a TrainJob past its deadline: %w", err)
+	}
+	return nil
 }
 
 // writeStatus writes the status when the reconcile changed it, then

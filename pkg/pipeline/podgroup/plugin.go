@@ -20,13 +20,15 @@ import (
 
 // Fixed reports whether the TrainJob runs and its PodGroup exists: the gang
 // of a running job is fixed, so the plugin then builds no PodGroup. A
-// suspended TrainJob's PodGroup is rebuilt. podGroup is an empty PodGroup
-// of the plugin's type, read into.
+// suspended TrainJob's PodGroup is rebuilt. A PodGroup of the TrainJob's
+// name that it does not control is not its PodGroup: the plugin builds one,
+// and the applier refuses to write over that one and says whose it is.
+// podGroup is an empty PodGroup of the plugin's type, read into.
 func Fixed(ctx context.Context, c client.Reader, trainJob *trainer.TrainJob, podGroup client.Object) (bool, error) {
 	if ptr.Deref(trainJob.Spec.Suspend, false) {
 		return false, nil
 	}
-	if err := c.Get(ctx, client.ObjectKeyFromObject(trainJob), podGroup); err != nil {
+	if err := pipeline.GetControlled(ctx, c, trainJob, client.ObjectKeyFromObject(trainJob), podGroup); err != nil {
 		return false, client.IgnoreNotFound(err)
 	}
 	return true, nil

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -20,6 +21,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+	schedulerpluginsv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+	volcanov1beta1 "volcano.sh/apis/pkg/apis/scheduling/v1beta1"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/apply"
@@ -184,6 +187,60 @@ func TestNotControlledSSHSecret(t *testing.T) {
 	unchanged(t, secret)
 }
 
+// TestNotControlledPodGroup: a user's PodGroup of the TrainJob's name (no
+// controller), of either gang scheduler, is neither taken as the TrainJob's
+// nor written: the TrainJob says so, as for a user's JobSet, and builds no
+// JobSet whose pods would wait in someone else's gang; once the user deletes
+// it, the TrainJob is built with its own.
+func TestNotControlledPodGroup(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		policy trainer.PodGroupPolicySource
+		theirs client.Object
+	}{
+		{"coscheduling", trainer.PodGroupPolicySource{Coscheduling: &trainer.CoschedulingPodGroupPolicySource{}},
+			&schedulerpluginsv1alpha1.PodGroup{Spec: schedulerpluginsv1alpha1.PodGroupSpec{MinMember: 7}}},
+		{"volcano", trainer.PodGroupPolicySource{Volcano: &trainer.VolcanoPodGroupPolicySource{}},
+			&volcanov1beta1.PodGroup{Spec: volcanov1beta1.PodGroupSpec{MinMember: 7}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := cluster.NewNamespace(t, env.Client, "test-", nil)
+			spec := torchSpec()
+			spec.PodGroupPolicy = &trainer.PodGroupPolicy{PodGroupPolicySource: tc.policy}
+			createTrainingRuntime(t, ns, "gang", spec)
+			theirs := tc.theirs
+			theirs.SetNamespace(ns)
+			theirs.SetName("alpha")
+			create(t, theirs)
+
+			tj := newTrainJob(ns, "alpha", trainer.TrainingRuntimeKind, "gang")
+			create(t, tj)
+			got := notControlled(t, tj, fmt.Sprintf(`PodGroup %s/alpha exists and is not controlled by TrainJob "alpha": it has no controller`, ns))
+			c := meta.FindStatusCondition(got.Status.Conditions, trainer.TrainJobComponentsCreated)
+			wantEvents(t, tj, event{corev1.EventTypeWarning, controller.ComponentNotControlledReason, trainer.TrainJobComponentsCreated, c.Message})
+			if err := optest.Absent(t.Context(), env.Client, key(tj), &jobsetv1alpha2.JobSet{}); err != nil {
+				t.Errorf("the JobSet was built into someone else's PodGroup: %v", err)
+			}
+			unchanged(t, theirs)
+
+			if err := env.Client.Delete(t.Context(), theirs, client.Preconditions{UID: ptr.To(theirs.GetUID())}); err != nil {
+				t.Fatal(err)
+			}
+			built := trainJobMatches(t, tj, "built once the name is free", hasConditions(componentsCreated))
+			ours := theirs.DeepCopyObject().(client.Object)
+			optest.Eventually(t, "the TrainJob's own PodGroup", func(ctx context.Context) error {
+				if err := optest.Get(ctx, env.Client, key(theirs), ours); err != nil {
+					return err
+				}
+				if !metav1.IsControlledBy(ours, built) {
+					return fmt.Errorf("PodGroup owners %v", ours.GetOwnerReferences())
+				}
+				return nil
+			})
+		})
+	}
+}
+
 // TestDriftPutBack: a JobSet resumed behind its suspended TrainJob's back (a
 // quota bypass under Kueue) is suspended again; a label the operator set
 // and an edited MPI hostfile are put back.
@@ -298,19 +355,14 @@ func TestMetadataUpdateWithoutRuntime(t *testing.T) {
 	}
 }
 
-// TestSuspendedOnlyWhenJobSetIs: a TrainJob suspended while its JobSet
-// cannot be suspended (an admission policy refuses it) does not claim to be
-// Suspended; once the JobSet can be, it is.
-func TestSuspendedOnlyWhenJobSetIs(t *testing.T) {
-	ns := cluster.NewNamespace(t, env.Client, "test-", nil)
-	createTrainingRuntime(t, ns, "torch", torchSpec())
-	tj := newTrainJob(ns, "alpha", trainer.TrainingRuntimeKind, "torch")
-	create(t, tj)
-	trainJobMatches(t, tj, "built", hasConditions(componentsCreated))
-	jobSetOf(t, tj)
-
+// refuseJobSetUpdates makes the API server refuse, in ns, the JobSet
+// updates that expression (CEL, on object and oldObject) refuses, with
+// message, once it refuses to set spec.suspend to suspend on a JobSet
+// where it is not. Deleting the binding it returns ends it.
+func refuseJobSetUpdates(t *testing.T, ns, expression, message string, suspend bool) client.Object {
+	t.Helper()
 	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "refuse-jobset-suspend-"},
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "refuse-jobset-updates-"},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
 			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
 			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
@@ -319,16 +371,13 @@ func TestSuspendedOnlyWhenJobSetIs(t *testing.T) {
 					Rule:       admissionregistrationv1.Rule{APIGroups: []string{"jobset.x-k8s.io"}, APIVersions: []string{"*"}, Resources: []string{"jobsets"}},
 				},
 			}}},
-			Validations: []admissionregistrationv1.Validation{{
-				Expression: "!has(object.spec.suspend) || !object.spec.suspend || (has(oldObject.spec.suspend) && oldObject.spec.suspend)",
-				Message:    "this test refuses to suspend JobSets",
-			}},
+			Validations: []admissionregistrationv1.Validation{{Expression: expression, Message: message}},
 		},
 	}
 	create(t, policy)
 	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), policy) })
 	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "refuse-jobset-suspend-"},
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "refuse-jobset-updates-"},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
 			PolicyName:        policy.Name,
 			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
@@ -338,35 +387,226 @@ func TestSuspendedOnlyWhenJobSetIs(t *testing.T) {
 	}
 	create(t, binding)
 	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), binding) })
-	// The policy is in force once a JobSet update it refuses is refused.
-	probe := &jobsetv1alpha2.JobSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe"}}
-	probe.Spec.ReplicatedJobs = []jobsetv1alpha2.ReplicatedJob{replicatedJob("probe", "", "probe")}
-	create(t, probe)
-	optest.Eventually(t, "the policy refuses to suspend a JobSet", func(ctx context.Context) error {
-		patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"suspend":true}}`))
-		if err := env.Client.Patch(ctx, probe, patch, client.DryRunAll); err == nil || !strings.Contains(err.Error(), "refuses to suspend") {
-			return fmt.Errorf("a suspend of the probe JobSet gave %v", err)
+	// The policy is in force once an update it refuses is refused.
+	js := &jobsetv1alpha2.JobSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe"}}
+	js.Spec.Suspend = ptr.To(!suspend)
+	js.Spec.ReplicatedJobs = []jobsetv1alpha2.ReplicatedJob{replicatedJob("probe", "", "probe")}
+	create(t, js)
+	probe := client.RawPatch(types.MergePatchType, []byte(fmt.Sprintf(`{"spec":{"suspend":%t}}`, suspend)))
+	optest.Eventually(t, "the policy refuses the probe's update", func(ctx context.Context) error {
+		if err := env.Client.Patch(ctx, js, probe, client.DryRunAll); err == nil || !strings.Contains(err.Error(), message) {
+			return fmt.Errorf("the probe's update gave %v", err)
 		}
 		return nil
 	})
+	return binding
+}
+
+// creationFailed waits for the Warning event of a write of tj's children
+// that the API server refused with a message containing cause, and returns
+// the TrainJob as it was then: the status of that reconcile was written
+// before its events.
+func creationFailed(t *testing.T, tj *trainer.TrainJob, cause string) *trainer.TrainJob {
+	t.Helper()
+	optest.Eventually(t, "a Warning event says the write failed", func(ctx context.Context) error {
+		events, err := eventsOf(ctx, tj)
+		if err != nil {
+			return err
+		}
+		for _, e := range events {
+			if e.Type == corev1.EventTypeWarning && e.Reason == controller.ReasonResourcesCreationFailed && strings.Contains(e.Note, cause) {
+				return nil
+			}
+		}
+		return fmt.Errorf("no %s event with %q among %+v", controller.ReasonResourcesCreationFailed, cause, events)
+	})
+	got := &trainer.TrainJob{}
+	if err := optest.Get(t.Context(), env.Client, key(tj), got); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// TestSuspendedOnlyWhenJobSetIs: a TrainJob suspended while its JobSet
+// cannot be suspended (an admission policy refuses it) does not claim to be
+// Suspended; its components stay created (they exist, and run), and a
+// Warning event says what failed; once the JobSet can be suspended, it is.
+func TestSuspendedOnlyWhenJobSetIs(t *testing.T) {
+	ns := cluster.NewNamespace(t, env.Client, "test-", nil)
+	createTrainingRuntime(t, ns, "torch", torchSpec())
+	tj := newTrainJob(ns, "alpha", trainer.TrainingRuntimeKind, "torch")
+	create(t, tj)
+	trainJobMatches(t, tj, "built", hasConditions(componentsCreated))
+	jobSetOf(t, tj)
+	const refused = "this test refuses to suspend JobSets"
+	binding := refuseJobSetUpdates(t, ns, "!has(object.spec.suspend) || !object.spec.suspend || (has(oldObject.spec.suspend) && oldObject.spec.suspend)",
+		refused, true)
 
 	if err := updateTrainJob(t, tj, func(tj *trainer.TrainJob) { tj.Spec.Suspend = ptr.To(true) }); err != nil {
 		t.Fatal(err)
 	}
-	got := trainJobMatches(t, tj, "the JobSet's suspension failed", func(tj *trainer.TrainJob) error {
-		c := meta.FindStatusCondition(tj.Status.Conditions, trainer.TrainJobComponentsCreated)
-		if c == nil || c.Reason != trainer.TrainJobJobsCreationFailedReason || !strings.Contains(c.Message, "refuses to suspend") {
-			return fmt.Errorf("conditions %+v", conditionsOf(tj))
-		}
-		return nil
-	})
-	if c := meta.FindStatusCondition(got.Status.Conditions, trainer.TrainJobSuspended); c != nil && c.Status == metav1.ConditionTrue {
+	got := creationFailed(t, tj, refused)
+	if err := hasConditions(componentsCreated)(got); err != nil {
+		t.Errorf("after the JobSet's suspension failed: %v", err)
+	}
+	if meta.IsStatusConditionTrue(got.Status.Conditions, trainer.TrainJobSuspended) {
 		t.Errorf("Suspended=True while the JobSet runs: %+v", conditionsOf(got))
 	}
 	if err := env.Client.Delete(t.Context(), binding); err != nil {
 		t.Fatal(err)
 	}
 	trainJobMatches(t, tj, "suspended once the JobSet is", hasConditions(componentsCreated, suspended))
+}
+
+// TestResumedOnlyWhenJobSetRuns: a suspended TrainJob resumed while its
+// JobSet cannot be resumed (an admission policy refuses it) is not Resumed,
+// and its deadline's clock does not start; once the JobSet runs, it is.
+func TestResumedOnlyWhenJobSetRuns(t *testing.T) {
+	ns := cluster.NewNamespace(t, env.Client, "test-", nil)
+	createTrainingRuntime(t, ns, "torch", torchSpec())
+	tj := newTrainJob(ns, "alpha", trainer.TrainingRuntimeKind, "torch")
+	tj.Spec.Suspend = ptr.To(true)
+	create(t, tj)
+	trainJobMatches(t, tj, "built suspended", hasConditions(componentsCreated, suspended))
+	const refused = "this test refuses to resume JobSets"
+	binding := refuseJobSetUpdates(t, ns, "!has(oldObject.spec.suspend) || !oldObject.spec.suspend || (has(object.spec.suspend) && object.spec.suspend)",
+		refused, false)
+
+	resume(t, tj)
+	got := creationFailed(t, tj, refused)
+	if err := hasConditions(componentsCreated, suspended)(got); err != nil {
+		t.Errorf("after the JobSet's resume failed: %v", err)
+	}
+	if err := env.Client.Delete(t.Context(), binding); err != nil {
+		t.Fatal(err)
+	}
+	trainJobMatches(t, tj, "Resumed once the JobSet runs", hasConditions(componentsCreated, resumed))
+	jobSetResumed(t, tj)
+}
+
+// TestFinishedNeverSuspended: a Complete TrainJob suspended afterwards does
+// not say Suspended, nor gets its JobSet again once it is gone.
+func TestFinishedNeverSuspended(t *testing.T) {
+	ns := cluster.NewNamespace(t, env.Client, "test-", nil)
+	createTrainingRuntime(t, ns, "torch", torchSpec())
+	tj := newTrainJob(ns, "alpha", trainer.TrainingRuntimeKind, "torch")
+	create(t, tj)
+	js := jobSetOf(t, tj)
+	cluster.SetJobSetStatus(t, env.Client, key(tj), optest.Timeout, func(s *jobsetv1alpha2.JobSetStatus) {
+		s.Conditions = []metav1.Condition{jobSetCondition(jobsetv1alpha2.JobSetCompleted, "AllJobsCompleted", "jobset completed")}
+	})
+	complete := condition{trainer.TrainJobComplete, "True", "AllJobsCompleted", "jobset completed"}
+	trainJobMatches(t, tj, "Complete", hasConditions(componentsCreated, complete))
+	deleteSeen(t, js)
+	if err := updateTrainJob(t, tj, func(tj *trainer.TrainJob) { tj.Spec.Suspend = ptr.To(true) }); err != nil {
+		t.Fatal(err)
+	}
+	createTrainingRuntime(t, ns, "barrier", torchSpec())
+	barrier(t, ns, "barrier")
+	optest.Settled(t)
+	got := &trainer.TrainJob{}
+	if err := optest.Get(t.Context(), env.Client, key(tj), got); err != nil {
+		t.Fatal(err)
+	}
+	if err := hasConditions(componentsCreated, complete)(got); err != nil {
+		t.Errorf("a Complete TrainJob suspended: %v", err)
+	}
+	if err := optest.Absent(t.Context(), env.Client, key(tj), &jobsetv1alpha2.JobSet{}); err != nil {
+		t.Errorf("a Complete TrainJob got a JobSet again: %v", err)
+	}
+}
+
+// restartOperator stops the package's operator, runs down, and starts the
+// operator again: what down does happens while no replica runs, and the
+// operator's first look at it is with a fresh cache.
+func restartOperator(t *testing.T, down func()) {
+	t.Helper()
+	if err := op.Stop(); err != nil {
+		t.Logf("the operator stopped with %v", err)
+	}
+	down()
+	restarted, err := optest.StartOperator(context.Background(), opConfig, op.Config)
+	if err != nil {
+		t.Fatalf("start the operator again: %v", err)
+	}
+	op = restarted
+	select {
+	case <-op.Elected():
+	case <-time.After(optest.Timeout):
+		t.Fatal("the operator started again does not lead")
+	}
+	optest.Eventually(t, "the webhooks are served again", func(ctx context.Context) error { return optest.WebhooksServed(ctx, env.Client) })
+}
+
+// TestEndMissedWhileDown: a TrainJob whose JobSet completed and was deleted
+// (by its ttlSecondsAfterFinished) while no replica of the operator ran is
+// not run again: its end is unknown, and it fails, saying why.
+func TestEndMissedWhileDown(t *testing.T) {
+	ns := cluster.NewNamespace(t, env.Client, "test-", nil)
+	// The runtime's JobSets go an hour after they end (the test deletes it
+	// as the TTL would); without a TTL, a JobSet gone was deleted by hand and
+	// is built again (TestRuntimeDeletableWhileReferenced).
+	spec := torchSpec()
+	spec.Template.Spec.TTLSecondsAfterFinished = ptr.To[int32](3600)
+	createTrainingRuntime(t, ns, "torch", spec)
+	tj := newTrainJob(ns, "alpha", trainer.TrainingRuntimeKind, "torch")
+	create(t, tj)
+	trainJobMatches(t, tj, "built", hasConditions(componentsCreated))
+	js := jobSetOf(t, tj)
+	restartOperator(t, func() {
+		cluster.SetJobSetStatus(t, env.Client, key(tj), optest.Timeout, func(s *jobsetv1alpha2.JobSetStatus) {
+			s.Conditions = []metav1.Condition{jobSetCondition(jobsetv1alpha2.JobSetCompleted, "AllJobsCompleted", "jobset completed")}
+		})
+		if err := env.Client.Delete(t.Context(), js); err != nil {
+			t.Fatal(err)
+		}
+	})
+	deleted := condition{trainer.TrainJobFailed, "True", controller.JobSetDeletedReason,
+		fmt.Sprintf("JobSet %s/alpha was deleted before the TrainJob saw it end (by its ttlSecondsAfterFinished while the operator was not running, or by hand): "+
+			"its training may have finished, so it is not run again; create the TrainJob again to run it again", ns)}
+	trainJobMatches(t, tj, "Failed, JobSetDeleted", hasConditions(componentsCreated, deleted))
+	createTrainingRuntime(t, ns, "barrier", torchSpec())
+	barrier(t, ns, "barrier")
+	if err := optest.Absent(t.Context(), env.Client, key(tj), &jobsetv1alpha2.JobSet{}); err != nil {
+		t.Errorf("the JobSet was created again: %v", err)
+	}
+}
+
+// TestDeadlinePassedWhileDown: a TrainJob whose deadline passed while no
+// replica of the operator ran fails at the operator's first reconcile, which
+// deletes its JobSet and builds nothing.
+func TestDeadlinePassedWhileDown(t *testing.T) {
+	ns := cluster.NewNamespace(t, env.Client, "test-", nil)
+	createTrainingRuntime(t, ns, "torch", torchSpec())
+	tj := newTrainJob(ns, "alpha", trainer.TrainingRuntimeKind, "torch")
+	tj.Spec.Suspend = ptr.To(true)
+	tj.Spec.ActiveDeadlineSeconds = 3600
+	create(t, tj)
+	trainJobMatches(t, tj, "built suspended", hasConditions(componentsCreated, suspended))
+	resume(t, tj)
+	trainJobMatches(t, tj, "resumed", hasConditions(componentsCreated, resumed))
+	jobSetResumed(t, tj)
+	var builds int
+	restartOperator(t, func() {
+		// The hour of its deadline passes: it was resumed two hours ago.
+		optest.Eventually(t, "move the resume back two hours", func(ctx context.Context) error {
+			got := &trainer.TrainJob{}
+			if err := optest.Get(ctx, env.Client, key(tj), got); err != nil {
+				return err
+			}
+			meta.FindStatusCondition(got.Status.Conditions, trainer.TrainJobSuspended).LastTransitionTime = metav1.NewTime(time.Now().Add(-2 * time.Hour))
+			return env.Client.Status().Update(ctx, got)
+		})
+		builds = len(optest.Builds(key(tj)))
+	})
+	exceeded := condition{trainer.TrainJobFailed, "True", trainer.TrainJobDeadlineExceededReason, trainer.TrainJobDeadlineExceededMessage}
+	trainJobMatches(t, tj, "DeadlineExceeded", hasConditions(componentsCreated, resumed, exceeded))
+	optest.Eventually(t, "the JobSet is deleted", func(ctx context.Context) error {
+		return optest.Absent(ctx, env.Client, key(tj), &jobsetv1alpha2.JobSet{})
+	})
+	if got := optest.Builds(key(tj)); len(got) != builds {
+		t.Errorf("built at %v after the restart, before failing past the deadline", got[builds:])
+	}
 }
 
 // TestFailedIsTerminal: a JobSet that reports Completed after its TrainJob

@@ -23,6 +23,9 @@ import (
 var (
 	env *optest.Env
 	op  *optest.Operator
+	// opConfig is the operator's client configuration, with its requests
+	// counted; restartOperator starts it again with it.
+	opConfig *rest.Config
 )
 
 func TestMain(m *testing.M) {
@@ -36,9 +39,9 @@ func TestMain(m *testing.M) {
 			return err
 		}
 		// The operator's requests are counted (writes_test.go).
-		restConfig := rest.CopyConfig(e.Cluster.Config)
-		restConfig.Wrap(requests.wrap)
-		if op, err = optest.StartOperator(ctx, restConfig, cfg); err != nil {
+		opConfig = rest.CopyConfig(e.Cluster.Config)
+		opConfig.Wrap(requests.wrap)
+		if op, err = optest.StartOperator(ctx, opConfig, cfg); err != nil {
 			return err
 		}
 		if err := optest.Poll(ctx, time.Minute, op.Ready); err != nil {

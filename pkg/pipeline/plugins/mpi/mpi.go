@@ -85,8 +85,9 @@ var (
 	_ pipeline.ComponentBuilderPlugin = (*MPI)(nil)
 )
 
-// New builds the MPI plugin. h.Client may be nil (offline): Build then
-// assumes the SSH auth Secret does not exist yet.
+// New builds the MPI plugin. Offline (render, describe-pipeline) h.Reader()
+// holds only the input files, so the SSH auth Secret is NotFound unless one
+// of them holds it: Build then makes it as for a new TrainJob.
 func New(_ context.Context, h pipeline.Handle) (pipeline.Plugin, error) {
 	return &MPI{client: h.Reader(), generateKey: generateP521Key}, nil
 }

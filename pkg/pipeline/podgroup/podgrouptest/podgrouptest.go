@@ -142,8 +142,9 @@ type BuildCase struct {
 // CheckBuild runs the Build cases of a gang-scheduling plugin, whose PodGroup's Go
 // type is PG, and the cases every such plugin passes: gangRuntime builds
 // gangPodGroup (offline too, and again for a suspended TrainJob whose
-// PodGroup exists), while a running TrainJob's existing PodGroup is left
-// alone, one that cannot be read is an error, and plainRuntime, without the
+// PodGroup exists, or one it does not control holds its name), while a
+// running TrainJob's existing PodGroup is left alone, one that cannot be
+// read is an error, and plainRuntime, without the
 // plugin's policy, builds nothing. Build never changes the pod sets.
 // gangPodGroup and each case's Want are the spec of a PodGroup.
 func CheckBuild[PG any, P interface {
@@ -153,6 +154,10 @@ func CheckBuild[PG any, P interface {
 	existing := P(new(PG))
 	existing.SetName("alpha")
 	existing.SetNamespace("default")
+	existing.SetOwnerReferences(pipelinetest.ControlledBy("alpha"))
+	theirs := P(new(PG))
+	theirs.SetName("alpha")
+	theirs.SetNamespace("default")
 	common := map[string]BuildCase{
 		"offline, the PodGroup is built": {
 			Runtime: gangRuntime, TrainJob: RunningTrainJob, Cluster: Cluster{Offline: true}, Want: gangPodGroup,
@@ -162,6 +167,9 @@ func CheckBuild[PG any, P interface {
 		},
 		"existing PodGroup of a running TrainJob is left alone": {
 			Runtime: gangRuntime, TrainJob: RunningTrainJob, Cluster: Cluster{Objs: []client.Object{existing}},
+		},
+		"a PodGroup of the TrainJob's name it does not control is not its own: built, for the applier to refuse": {
+			Runtime: gangRuntime, TrainJob: RunningTrainJob, Cluster: Cluster{Objs: []client.Object{theirs}}, Want: gangPodGroup,
 		},
 		"existing PodGroup of a suspended TrainJob is rebuilt": {
 			Runtime: gangRuntime, TrainJob: SuspendedTrainJob, Cluster: Cluster{Objs: []client.Object{existing}}, Want: gangPodGroup,
