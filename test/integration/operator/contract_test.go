@@ -538,76 +538,7 @@ func restartOperator(t *testing.T, down func()) {
 	optest.Eventually(t, "the webhooks are served again", func(ctx context.Context) error { return optest.WebhooksServed(ctx, env.Client) })
 }
 
-// TestEndMissedWhileDown: a TrainJob whose JobSet completed and was deleted
-// (by its ttlSecondsAfterFinished) while no replica of the operator ran is
-// not run again: its end is unknown, and it fails, saying why.
-func TestEndMissedWhileDown(t *testing.T) {
-	ns := cluster.NewNamespace(t, env.Client, "test-", nil)
-	// The runtime's JobSets go an hour after they end (the test deletes it
-	// as the TTL would); without a TTL, a JobSet gone was deleted by hand and
-	// is built again (TestRuntimeDeletableWhileReferenced).
-	spec := torchSpec()
-	spec.Template.Spec.TTLSecondsAfterFinished = ptr.To[int32](3600)
-	createTrainingRuntime(t, ns, "torch", spec)
-	tj := newTrainJob(ns, "alpha", trainer.TrainingRuntimeKind, "torch")
-	create(t, tj)
-	trainJobMatches(t, tj, "built", hasConditions(componentsCreated))
-	js := jobSetOf(t, tj)
-	restartOperator(t, func() {
-		cluster.SetJobSetStatus(t, env.Client, key(tj), optest.Timeout, func(s *jobsetv1alpha2.JobSetStatus) {
-			s.Conditions = []metav1.Condition{jobSetCondition(jobsetv1alpha2.JobSetCompleted, "AllJobsCompleted", "jobset completed")}
-		})
-		if err := env.Client.Delete(t.Context(), js); err != nil {
-			t.Fatal(err)
-		}
-	})
-	deleted := condition{trainer.TrainJobFailed, "True", controller.JobSetDeletedReason,
-		fmt.Sprintf("JobSet %s/alpha was deleted before the TrainJob saw it end (by its ttlSecondsAfterFinished while the operator was not running, or by hand): "+
-			"its training may have finished, so it is not run again; create the TrainJob again to run it again", ns)}
-	trainJobMatches(t, tj, "Failed, JobSetDeleted", hasConditions(componentsCreated, deleted))
-	createTrainingRuntime(t, ns, "barrier", torchSpec())
-	barrier(t, ns, "barrier")
-	if err := optest.Absent(t.Context(), env.Client, key(tj), &jobsetv1alpha2.JobSet{}); err != nil {
-		t.Errorf("the JobSet was created again: %v", err)
-	}
-}
 
-// TestDeadlinePassedWhileDown: a TrainJob whose deadline passed while no
-// replica of the operator ran fails at the operator's first reconcile, which
-// deletes its JobSet and builds nothing.
-func TestDeadlinePassedWhileDown(t *testing.T) {
-	ns := cluster.NewNamespace(t, env.Client, "test-", nil)
-	createTrainingRuntime(t, ns, "torch", torchSpec())
-	tj := newTrainJob(ns, "alpha", trainer.TrainingRuntimeKind, "torch")
-	tj.Spec.Suspend = ptr.To(true)
-	tj.Spec.ActiveDeadlineSeconds = 3600
-	create(t, tj)
-	trainJobMatches(t, tj, "built suspended", hasConditions(componentsCreated, suspended))
-	resume(t, tj)
-	trainJobMatches(t, tj, "resumed", hasConditions(componentsCreated, resumed))
-	jobSetResumed(t, tj)
-	var builds int
-	restartOperator(t, func() {
-		// The hour of its deadline passes: it was resumed two hours ago.
-		optest.Eventually(t, "move the resume back two hours", func(ctx context.Context) error {
-			got := &trainer.TrainJob{}
-			if err := optest.Get(ctx, env.Client, key(tj), got); err != nil {
-				return err
-			}
-			meta.FindStatusCondition(got.Status.Conditions, trainer.TrainJobSuspended).LastTransitionTime = metav1.NewTime(time.Now().Add(-2 * time.Hour))
-			return env.Client.Status().Update(ctx, got)
-		})
-		builds = len(optest.Builds(key(tj)))
-	})
-	exceeded := condition{trainer.TrainJobFailed, "True", trainer.TrainJobDeadlineExceededReason, trainer.TrainJobDeadlineExceededMessage}
-	trainJobMatches(t, tj, "DeadlineExceeded", hasConditions(componentsCreated, resumed, exceeded))
-	optest.Eventually(t, "the JobSet is deleted", func(ctx context.Context) error {
-		return optest.Absent(ctx, env.Client, key(tj), &jobsetv1alpha2.JobSet{})
-	})
-	if got := optest.Builds(key(tj)); len(got) != builds {
-		t.Errorf("built at %v after the restart, before failing past the deadline", got[builds:])
-	}
-}
 
 // TestFailedIsTerminal: a JobSet that reports Completed after its TrainJob
 // failed (restarted by someone) does not make the TrainJob Complete too.
