@@ -231,10 +231,11 @@ func (s *Server) boundPod(ctx context.Context, namespace, podName string, podUID
 // podStillThere checks again, for a token accepted earlier (v), that the
 // pod it is bound to is there: the API server refuses a pod-bound token
 // once its pod is deleted, and so does the server, at the first report
-// after, not once reviewTTL has passed. The read comes out of the
-// namespace's review budget.
+// after, not once reviewTTL has passed. The read comes out of the total
+// review budget only: a token accepted earlier is a real pod's, and the
+// bad tokens that spend its namespace's share must not keep its reports out.
 func (s *Server) podStillThere(ctx context.Context, v verdict, namespace, name string) (verdict, bool) {
-	if !s.budgets.take(namespace, 1) {
+	if !s.budgets.takeTotal(1) {
 		return refuse(http.StatusTooManyRequests, metav1.StatusReasonTooManyRequests, "too many reports to check; retry later"), false
 	}
 	_, gone, err := s.boundPod(ctx, namespace, v.pod, v.podUID)
@@ -302,6 +303,17 @@ func (b *reviewBudgets) take(namespace string, n int) bool {
 	share.AllowN(now, n)
 	b.total.AllowN(now, n)
 	return true
+}
+
+// takeTotal spends n reads from the total alone, or nothing when it has
+// fewer left.
+func (b *reviewBudgets) takeTotal(n int) bool {
+	if b == nil {
+		return true
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.total.AllowN(b.now(), n)
 }
 
 func groupKind(ref *metav1.OwnerReference) string {

@@ -538,8 +538,6 @@ func restartOperator(t *testing.T, down func()) {
 	optest.Eventually(t, "the webhooks are served again", func(ctx context.Context) error { return optest.WebhooksServed(ctx, env.Client) })
 }
 
-
-
 // TestFailedIsTerminal: a JobSet that reports Completed after its TrainJob
 // failed (restarted by someone) does not make the TrainJob Complete too.
 func TestFailedIsTerminal(t *testing.T) {

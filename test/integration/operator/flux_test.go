@@ -148,10 +148,10 @@ func TestFlux(t *testing.T) {
 	if err := optest.Get(t.Context(), env.Client, nsName(ns, "alpha-flux-curve"), again); err != nil {
 		t.Fatal(err)
 	}
-	// The key lived only in the Secret: the Secret put back has a new one.
-	if string(curveKey(t, cert)) == string(curveKey(t, again)) {
-		t.Errorf("the CURVE key of the Secret put back is the deleted one's: it was derived, not stored")
-	}
+	// The Secret put back may hold the deleted one's key (a reconcile that
+	// read it from the cache before the cache saw the delete) or a new one:
+	// either is random, which TestFluxCurveKeyIsSecret checks.
+	_ = again
 
 	finishes(t, ns, trainer.TrainingRuntimeKind, "flux", tr)
 }

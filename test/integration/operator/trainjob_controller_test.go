@@ -193,7 +193,10 @@ func TestManagedByMultiKueue(t *testing.T) {
 	trainJobMatches(t, barrier, "the barrier TrainJob is built", hasConditions(componentsCreated))
 	optest.Settled(t)
 
-	if got := optest.Builds(key(tj)); len(got) > 0 {
+	// Admission sizes the TrainJob's names with the Build phase on the
+	// object being created, which has no resourceVersion yet: not the
+	// controller's Build.
+	if got := slices.DeleteFunc(optest.Builds(key(tj)), func(rv string) bool { return rv == "" }); len(got) > 0 {
 		t.Errorf("the Build phase ran on a MultiKueue TrainJob at resourceVersions %v", got)
 	}
 	if err := optest.Absent(t.Context(), env.Client, key(tj), &jobsetv1alpha2.JobSet{}); err != nil {
