@@ -362,8 +362,6 @@ func TestStatusServerBadTokenFlood(t *testing.T) {
 	}
 }
 
-
-
 // reportingTrainJob is suspended TrainJob ns/alpha of the torch runtime,
 // a client of the status server that trusts its trainers' CA, and the pod
 // of its trainer.
