@@ -18,10 +18,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/kubectl-trainjob/kubectl-trainjob/cmd/kubectl-trainjob/app"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/scheme"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
@@ -180,9 +182,23 @@ func StartWith(t *testing.T, f cmdutil.Factory, stdin string, adders []plugin.Co
 // StartReading is StartWith whose command reads stdin as the test writes it (a prompt answered later).
 func StartReading(t *testing.T, f cmdutil.Factory, stdin io.Reader, adders []plugin.CommandAdder, args ...string) *Started {
 	t.Helper()
+	return startRoot(t, stdin, func(streams cmdutil.Streams) *cobra.Command { return plugin.NewRootCommand(f, streams, adders...) }, args...)
+}
+
+// RunBinary runs `kubectl trainjob ARGS…` in-process as the binary's main of a platform team runs it: every
+// command of the binary (app.NewCommand) with opts, such as its own pipeline plugins.
+func RunBinary(t *testing.T, opts []app.Option, args ...string) Result {
+	t.Helper()
+	return startRoot(t, strings.NewReader(""), func(streams cmdutil.Streams) *cobra.Command {
+		return app.NewCommand(cmdutil.NewFactory(), streams, opts...)
+	}, args...).Wait(t)
+}
+
+// startRoot runs the root command newRoot makes with ARGS in the background.
+func startRoot(t *testing.T, stdin io.Reader, newRoot func(cmdutil.Streams) *cobra.Command, args ...string) *Started {
+	t.Helper()
 	s := &Started{args: args, out: &cluster.SyncBuffer{}, errOut: &cluster.SyncBuffer{}, done: make(chan Result, 1)}
-	streams := cmdutil.Streams{In: stdin, Out: s.out, ErrOut: s.errOut}
-	root := plugin.NewRootCommand(f, streams, adders...)
+	root := newRoot(cmdutil.Streams{In: stdin, Out: s.out, ErrOut: s.errOut})
 	root.SetArgs(args)
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	go func() {
