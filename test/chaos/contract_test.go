@@ -105,13 +105,7 @@ func TestNotControlledJobSet(t *testing.T) {
 func TestDriftPutBack(t *testing.T) {
 	ctx := t.Context()
 	ns := cluster.NewNamespace(t, env.client, "chaos-", nil)
-	rt := &trainer.TrainingRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "labelled"}}
-	rt.Spec.MLPolicy = &trainer.MLPolicy{NumNodes: ptr.To[int32](1), MLPolicySource: trainer.MLPolicySource{Torch: &trainer.TorchMLPolicySource{}}}
-	rt.Spec.Template.Labels = map[string]string{"team": "ml"}
-	rt.Spec.Template.Spec.ReplicatedJobs = []jobsetv1alpha2.ReplicatedJob{{Name: trainer.Node, Replicas: 1}}
-	rt.Spec.Template.Spec.ReplicatedJobs[0].Template.Labels = map[string]string{trainer.AncestorLabel: trainer.AncestorTrainer}
-	rt.Spec.Template.Spec.ReplicatedJobs[0].Template.Spec.Template.Spec = corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
-		Containers: []corev1.Container{{Name: trainer.Node, Image: "trainer:v1"}}}
+	rt := labelledRuntime(ns, "labelled")
 	if err := env.client.Create(ctx, rt); err != nil {
 		t.Fatal(err)
 	}
@@ -138,6 +132,18 @@ func TestDriftPutBack(t *testing.T) {
 	})
 }
 
+// labelledRuntime is a one-node torch TrainingRuntime whose JobSets carry the label team=ml.
+func labelledRuntime(ns, name string) *trainer.TrainingRuntime {
+	rt := &trainer.TrainingRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	rt.Spec.MLPolicy = &trainer.MLPolicy{NumNodes: ptr.To[int32](1), MLPolicySource: trainer.MLPolicySource{Torch: &trainer.TorchMLPolicySource{}}}
+	rt.Spec.Template.Labels = map[string]string{"team": "ml"}
+	rt.Spec.Template.Spec.ReplicatedJobs = []jobsetv1alpha2.ReplicatedJob{{Name: trainer.Node, Replicas: 1}}
+	rt.Spec.Template.Spec.ReplicatedJobs[0].Template.Labels = map[string]string{trainer.AncestorLabel: trainer.AncestorTrainer}
+	rt.Spec.Template.Spec.ReplicatedJobs[0].Template.Spec.Template.Spec = corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+		Containers: []corev1.Container{{Name: trainer.Node, Image: "trainer:v1"}}}
+	return rt
+}
+
 // TestDeletionNeverRebuilds: a TrainJob being deleted, held by a finalizer (as --cascade=foreground holds
 // it), is not rebuilt when its children go, and the finalizer's removal is admitted, so the deletion ends.
 func TestDeletionNeverRebuilds(t *testing.T) {
@@ -161,14 +167,7 @@ func TestDeletionNeverRebuilds(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// The barrier: a TrainJob created after the deletions and built, and then the leader's TrainJob controller
-	// settled. The leader queued the deletions' events before the barrier's creation (one informer, first in
-	// first out), and a worker may still run their reconciles when the barrier is built; settled, they ended.
-	if err := env.client.Create(ctx, trainJob(ns, "barrier", true)); err != nil {
-		t.Fatal(err)
-	}
-	cluster.Eventually(t, "the barrier TrainJob is built", waitTimeout, func(ctx context.Context) error { return built(ctx, ns, "barrier") })
-	cluster.Eventually(t, "the leader's TrainJob controller settles", waitTimeout, stack.Settled(env.stack.LeaderIdle))
+	barrier(t, ns, "barrier")
 	for _, obj := range children {
 		err := env.client.Get(ctx, client.ObjectKeyFromObject(obj), obj)
 		if !apierrors.IsNotFound(err) {
@@ -185,6 +184,19 @@ func TestDeletionNeverRebuilds(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// barrier returns once the leader has reconciled to the end every event of ns queued before it was called: it
+// creates TrainJob ns/name, waits until it is built, and then until the leader's TrainJob controller settles.
+// The leader queued the earlier events before the barrier's creation (one informer, first in first out), and
+// a worker may still run their reconciles when the barrier is built; settled, they ended.
+func barrier(t *testing.T, ns, name string) {
+	t.Helper()
+	if err := env.client.Create(t.Context(), trainJob(ns, name, true)); err != nil {
+		t.Fatal(err)
+	}
+	cluster.Eventually(t, "the barrier TrainJob is built", waitTimeout, func(ctx context.Context) error { return built(ctx, ns, name) })
+	cluster.Eventually(t, "the leader's TrainJob controller settles", waitTimeout, stack.Settled(env.stack.LeaderIdle))
 }
 
 // TestFailedStaysFailed: once its JobSet failed, a TrainJob is Failed for good: a JobSet that later says it

@@ -306,12 +306,19 @@ func (s *Stack) readyWebhooks(ctx context.Context) []string {
 	return addrs
 }
 
-// Down stops the operator and the volume binder; the cluster is the caller's to stop.
-func (s *Stack) Down() error {
+// StopReplicas stops every replica as the kubelet would (SIGTERM), as when the Deployment is scaled to zero,
+// and leaves them down until RestartExited runs them again.
+func (s *Stack) StopReplicas() error {
 	var errs []error
 	for i := range s.Replicas {
 		errs = append(errs, s.replica(i).Stop())
 	}
+	return errors.Join(errs...)
+}
+
+// Down stops the operator and the volume binder; the cluster is the caller's to stop.
+func (s *Stack) Down() error {
+	errs := []error{s.StopReplicas()}
 	if s.service != nil {
 		s.service.close()
 	}
