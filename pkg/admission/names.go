@@ -64,3 +64,22 @@ func validateName(info *pipeline.RuntimeInfo, tj *trainer.TrainJob) field.ErrorL
 		"must be no more than %d characters with runtime %q, and is %d: the longest name JobSet derives from it, %s %q, must be no more than %d characters; shorten the name by %d",
 		limit, tj.Spec.RuntimeRef.Name, n, what, longest, validation.DNS1035LabelMaxLength, n-limit))}
 }
+
+// ReplicatedJobNameLimit is the longest name of a runtime's replicated job, as upstream v2.4 caps it (kubeflow/trainer
+// #4394): JobSet derives each Job's and pod's name from the TrainJob's and the replicated job's, within 63
+// characters, and a longer replicated job name leaves a TrainJob's name too little room.
+const ReplicatedJobNameLimit = 20
+
+// ValidateReplicatedJobNames refuses the replicated jobs of a runtime whose names are longer than
+// ReplicatedJobNameLimit; jobs is their path.
+func ValidateReplicatedJobNames(names []string, jobs *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for i, name := range names {
+		if n := len(name); n > ReplicatedJobNameLimit {
+			errs = append(errs, field.Invalid(jobs.Index(i).Child("name"), name, fmt.Sprintf(
+				"must be no more than %d characters, and is %d: JobSet names the Jobs and pods of a TrainJob <trainjob>-<replicated job>-<index>-<index>-<5 random characters>, within %d characters; shorten it by %d",
+				ReplicatedJobNameLimit, n, validation.DNS1035LabelMaxLength, n-ReplicatedJobNameLimit)))
+		}
+	}
+	return errs
+}

@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
+	trainjobadmission "github.com/kubectl-trainjob/kubectl-trainjob/pkg/admission"
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 )
 
@@ -68,11 +69,14 @@ func (ClusterTrainingRuntimeValidator) ValidateDelete(context.Context, *trainer.
 
 // ValidateRuntimeSpec checks every replicated job that runs a TrainJob step
 // (it has an ancestor label): it must have one replica and the container
-// its step runs in.
+// its step runs in; and the name of every replicated job, which must leave
+// room for a TrainJob's.
 func ValidateRuntimeSpec(spec *trainer.TrainingRuntimeSpec) field.ErrorList {
 	var errs field.ErrorList
 	jobsPath := field.NewPath("spec", "template", "spec", "replicatedJobs")
+	names := make([]string, 0, len(spec.Template.Spec.ReplicatedJobs))
 	for i, rj := range spec.Template.Spec.ReplicatedJobs {
+		names = append(names, rj.Name)
 		ancestor := rj.Template.Labels[trainer.AncestorLabel]
 		container, ok := ancestorContainers[ancestor]
 		if !ok {
@@ -87,7 +91,7 @@ func ValidateRuntimeSpec(spec *trainer.TrainingRuntimeSpec) field.ErrorList {
 				fmt.Sprintf("must contain the required container for the ancestor: %s", ancestor)))
 		}
 	}
-	return errs
+	return append(errs, trainjobadmission.ValidateReplicatedJobNames(names, jobsPath)...)
 }
 
 func hasContainer(rj jobsetv1alpha2.ReplicatedJob, name string) bool {

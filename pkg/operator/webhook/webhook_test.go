@@ -96,6 +96,18 @@ func TestValidateRuntimeSpec(t *testing.T) {
 			field.Invalid(jobs.Index(0).Child("template", "spec", "template", "spec", "containers"), []string{"launcher"}, "must contain the required container for the ancestor: trainer"),
 			field.Invalid(jobs.Index(1).Child("template", "spec", "template", "spec", "containers"), []string{"fetch"}, "must contain the required container for the ancestor: dataset-initializer"),
 		}},
+		// Upstream v2.4 (kubeflow/trainer #4394) caps every replicated job's name at 20 characters.
+		{name: "replicated job names of 20 characters at most", jobs: []jobsetv1alpha2.ReplicatedJob{
+			job("dataset-initializer", "dataset-initializer", 1, "dataset-initializer"),
+			job("workers-of-twenty-ch", "", 4, "worker"),
+			job("workers-of-twenty-one", "", 4, "worker"),
+			job("trainer-of-twenty-two", "trainer", 1, "node"),
+		}, want: field.ErrorList{
+			field.Invalid(jobs.Index(2).Child("name"), "workers-of-twenty-one", "must be no more than 20 characters, and is 21: "+
+				"JobSet names the Jobs and pods of a TrainJob <trainjob>-<replicated job>-<index>-<index>-<5 random characters>, within 63 characters; shorten it by 1"),
+			field.Invalid(jobs.Index(3).Child("name"), "trainer-of-twenty-two", "must be no more than 20 characters, and is 21: "+
+				"JobSet names the Jobs and pods of a TrainJob <trainjob>-<replicated job>-<index>-<index>-<5 random characters>, within 63 characters; shorten it by 1"),
+		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -490,6 +490,12 @@ func TestRuntimeValidation(t *testing.T) {
             spec: {template: {spec: {containers: [{name: %[3]s, image: %[3]s}]}}}`, step, replicas, container)
 	}
 	job := stepJob(trainer.AncestorTrainer, 1, trainer.Node)
+	// namedJob is one more replicated job of stepJob's template, of no step.
+	namedJob := func(name string) string {
+		return fmt.Sprintf(`
+        - name: %[1]s
+          template: {spec: {template: {spec: {containers: [{name: worker, image: worker}]}}}}`, name)
+	}
 
 	policies := map[string]string{"torch": "torch: {}", "mpi": "mpi: {}", "jax": "jax: {}", "flux": "flux: {}", "xgboost": "xgboost: {}"}
 	for _, combination := range [][]string{
@@ -520,6 +526,10 @@ func TestRuntimeValidation(t *testing.T) {
 			admission{403, deniedTrainingRuntime + `spec.template.spec.replicatedJobs[0].replicas: Invalid value: 2: always must be 1`}},
 		{"initializer container", "spec:" + stepJob(trainer.AncestorDatasetInitializer, 1, "fetch"),
 			admission{403, deniedTrainingRuntime + `spec.template.spec.replicatedJobs[0].template.spec.template.spec.containers: Invalid value: ["fetch"]: must contain the required container for the ancestor: dataset-initializer`}},
+		{"replicated job name of 20 characters", "spec:" + stepJob(trainer.AncestorTrainer, 1, trainer.Node) + namedJob("workers-of-twenty-ch"), allowed},
+		{"replicated job name of 21 characters", "spec:" + stepJob(trainer.AncestorTrainer, 1, trainer.Node) + namedJob("workers-of-twenty-one"),
+			admission{403, deniedTrainingRuntime + `spec.template.spec.replicatedJobs[1].name: Invalid value: "workers-of-twenty-one": must be no more than 20 characters, and is 21: ` +
+				`JobSet names the Jobs and pods of a TrainJob <trainjob>-<replicated job>-<index>-<index>-<5 random characters>, within 63 characters; shorten it by 1`}},
 		{"validation disabled", "metadata: {labels: {trainer.kubeflow.org/webhook-validation: disabled}}\nspec:" + stepJob(trainer.AncestorTrainer, 2, trainer.Node), allowed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
