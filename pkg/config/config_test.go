@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/utils/ptr"
 
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
@@ -123,6 +124,35 @@ func TestParseFeatureGates(t *testing.T) {
 
 // TestShippedConfiguration checks the file the Deployment mounts.
 func TestShippedConfiguration(t *testing.T) {
+	cfg := shippedConfiguration(t)
+	if cfg.Webhook.CertDir != "/tmp/k8s-webhook-server/serving-certs" || !*cfg.CertManagement.Enable {
+		t.Errorf("the Deployment's emptyDir at /tmp must hold the certificates the operator writes; got certDir %q", cfg.Webhook.CertDir)
+	}
+}
+
+// TestShippedLeaseTakeOver: when the leader dies without releasing the Lease
+// (SIGKILL, a node lost), the other replica takes it within the lease
+// duration plus a few seconds (issue 36 item 11). client-go's standby polls
+// the Lease every retryPeriod to retryPeriod × (1 + JitterFactor): it counts
+// the lease duration from the poll that first sees the last renewal, and
+// takes the Lease at the first poll after that, so each poll may add its
+// longest period to the lease duration.
+func TestShippedLeaseTakeOver(t *testing.T) {
+	le := shippedConfiguration(t).LeaderElection
+	late := time.Duration(2 * (1 + leaderelection.JitterFactor) * float64(le.RetryPeriod.Duration))
+	if late > maxTakeOverAfterLease {
+		t.Errorf("a standby takes the Lease up to %v after the lease duration (two polls of retryPeriod %v, jitter factor %v), want at most %v",
+			late, le.RetryPeriod.Duration, leaderelection.JitterFactor, maxTakeOverAfterLease)
+	}
+}
+
+// maxTakeOverAfterLease is the "few seconds" after the lease duration within
+// which a standby must lead.
+const maxTakeOverAfterLease = 5 * time.Second
+
+// shippedConfiguration is config/manager/config.yaml, defaulted and valid.
+func shippedConfiguration(t *testing.T) *Configuration {
+	t.Helper()
 	// go test runs in the package's folder.
 	path := filepath.Join("..", "..", "config", "manager", "config.yaml")
 	data, err := os.ReadFile(path)
@@ -137,9 +167,7 @@ func TestShippedConfiguration(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
-	if cfg.Webhook.CertDir != "/tmp/k8s-webhook-server/serving-certs" || !*cfg.CertManagement.Enable {
-		t.Errorf("the Deployment's emptyDir at /tmp must hold the certificates the operator writes; got certDir %q", cfg.Webhook.CertDir)
-	}
+	return cfg
 }
 
 func TestOperatorInfo(t *testing.T) {
