@@ -81,9 +81,13 @@ func KnobsFromEnv() (Knobs, error) {
 		if s == "" {
 			continue
 		}
+		least := 1
+		if v.dst == &k.FailoverN {
+			least = 0 // leaves the failover out
+		}
 		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			return k, fmt.Errorf("%s=%q: want a whole number of at least 1 (unset it for the default %d)", v.name, s, v.def)
+		if err != nil || n < least {
+			return k, fmt.Errorf("%s=%q: want a whole number of at least %d (unset it for the default %d)", v.name, s, least, v.def)
 		}
 		*v.dst = n
 	}
