@@ -157,6 +157,16 @@ func TestDefault(t *testing.T) {
 		if pdb.Spec.MinAvailable.IntValue() != 1 || !maps.Equal(pdb.Spec.Selector.MatchLabels, d.Spec.Selector.MatchLabels) {
 			t.Errorf("PodDisruptionBudget: minAvailable %v, selector %v; want 1 of the Deployment's pods %v", pdb.Spec.MinAvailable, pdb.Spec.Selector.MatchLabels, d.Spec.Selector.MatchLabels)
 		}
+		// The replicas spread over nodes where they can (ScheduleAnyway: a
+		// one-node cluster still runs both), so that losing a node does not
+		// take both.
+		spread := slices.ContainsFunc(pod.TopologySpreadConstraints, func(c corev1.TopologySpreadConstraint) bool {
+			return c.TopologyKey == corev1.LabelHostname && c.WhenUnsatisfiable == corev1.ScheduleAnyway && c.MaxSkew == 1 &&
+				c.LabelSelector != nil && maps.Equal(c.LabelSelector.MatchLabels, d.Spec.Selector.MatchLabels)
+		})
+		if !spread {
+			t.Errorf("topologySpreadConstraints %+v, want the Deployment's pods spread over %s, ScheduleAnyway", pod.TopologySpreadConstraints, corev1.LabelHostname)
+		}
 		// The certificate folder must be writable: it is below an emptyDir.
 		if !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
 			return strings.HasPrefix(cfg.Webhook.CertDir, m.MountPath+"/") && !m.ReadOnly
