@@ -1,6 +1,8 @@
 package operator
 
 import (
+	"bytes"
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -8,10 +10,21 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"math/big"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/google/go-cmp/cmp"
+	"github.com/open-policy-agent/cert-controller/pkg/rotator"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/webhook"
 )
 
 // testCA is a self-signed CA certificate in PEM, valid until notAfter.
@@ -71,4 +84,103 @@ func TestCABundle(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCertSyncRecreatesTheSecret: a replica that finds no Secret, at start
+// or later, creates it with a new CA, injects that CA, serves its
+// certificate and keeps the bundle in memory; a second replica follows the
+// Secret the first wrote instead of writing its own.
+func TestCertSyncRecreatesTheSecret(t *testing.T) {
+	ctx := context.Background()
+	secret := types.NamespacedName{Namespace: "ops", Name: "webhook-cert"}
+	c := fake.NewClientBuilder().WithObjects(
+		&admissionv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: webhook.ValidatingConfigurationName},
+			Webhooks: []admissionv1.ValidatingWebhook{{Name: "v"}}},
+		&admissionv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: webhook.MutatingConfigurationName},
+			Webhooks: []admissionv1.MutatingWebhook{{Name: "m"}}},
+	).Build()
+	replica := func() *certSync {
+		return &certSync{
+			reader: c, writer: c, secret: secret, dir: t.TempDir(), now: time.Now,
+			issuer: &rotator.CertRotator{CAName: caName, CAOrganization: caOrganization, DNSName: "svc.ops.svc",
+				ExtKeyUsages: &[]x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}},
+			ready: make(chan struct{}), served: newServingCA(),
+		}
+	}
+	a, b := replica(), replica()
+	secretCA := func() []byte {
+		t.Helper()
+		var s corev1.Secret
+		if err := c.Get(ctx, secret, &s); err != nil {
+			t.Fatal(err)
+		}
+		return s.Data[caCertKey]
+	}
+	// step syncs until a step finds everything in step: the first
+	// injects, the next sees the injection.
+	step := func(w *certSync) {
+		t.Helper()
+		var err error
+		for range 3 {
+			if err = w.sync(ctx, logr.Discard()); err == nil {
+				return
+			}
+		}
+		t.Fatalf("sync: %v", err)
+	}
+	check := func(w *certSync, ca []byte) {
+		t.Helper()
+		select {
+		case <-w.ready:
+		default:
+			t.Error("not ready after a step that served the certificate")
+		}
+		if got, err := w.served.Bundle(ctx); err != nil || !bytes.Equal(got, ca) {
+			t.Errorf("bundle in memory %q, %v; want the Secret's CA", got, err)
+		}
+		crt, err := os.ReadFile(filepath.Join(w.dir, certFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := rotator.ValidCert(ca, crt, mustRead(t, filepath.Join(w.dir, keyFile)), "svc.ops.svc", nil, time.Now()); !ok {
+			t.Errorf("the certificate served is not one of the Secret's CA: %v", err)
+		}
+	}
+
+	step(a)
+	first := secretCA()
+	check(a, first)
+	step(b)
+	if !bytes.Equal(secretCA(), first) {
+		t.Fatal("the second replica replaced the Secret the first created")
+	}
+	check(b, first)
+
+	if err := c.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: secret.Namespace, Name: secret.Name}}); err != nil {
+		t.Fatal(err)
+	}
+	step(b)
+	second := secretCA()
+	if bytes.Equal(second, first) {
+		t.Fatal("the Secret was created again with the old CA")
+	}
+	step(a)
+	if !bytes.Equal(secretCA(), second) {
+		t.Fatal("the other replica replaced the Secret created again")
+	}
+	// Both trust the old and the new CA while the old one is still served.
+	for _, w := range []*certSync{a, b} {
+		if got, _ := w.served.Bundle(ctx); !pemContains(got, second) || !pemContains(got, first) {
+			t.Errorf("bundle in memory after the new CA: %q, want both CAs", got)
+		}
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }

@@ -91,8 +91,9 @@ func New(ctx context.Context, opts Options) (*Operator, error) {
 	}
 
 	reader := &liveOnMiss{Client: mgr.GetClient(), live: mgr.GetAPIReader()}
+	ca := newServingCA()
 	fw, err := plugins.NewFramework(ctx, plugins.Config{Features: cfg.Features(), OutOfTree: opts.OutOfTree, Plugins: cfg.Plugins},
-		pipeline.NewHandle(reader, mgr.GetRESTMapper(), cfg.OperatorInfo()))
+		pipeline.NewOperatorHandle(reader, mgr.GetRESTMapper(), cfg.OperatorInfo(), ca))
 	if err != nil {
 		return nil, fmt.Errorf("pipeline framework: %w", err)
 	}
@@ -109,16 +110,19 @@ func New(ctx context.Context, opts Options) (*Operator, error) {
 		return nil, fmt.Errorf("runtime controllers: %w", err)
 	}
 
-	switch {
-	case !webhooksOn:
-		close(o.certsReady)
-	case ptr.Deref(cfg.CertManagement.Enable, true):
-		if err := addCertRotation(mgr, cfg, o.certsReady); err != nil {
+	if webhooksOn && ptr.Deref(cfg.CertManagement.Enable, true) {
+		if err := addCertRotation(mgr, cfg, o.certsReady, ca); err != nil {
 			return nil, err
 		}
-	default:
-		// The certificates come from elsewhere (cert-manager).
+	} else {
+		// No webhooks, or their certificates come from elsewhere
+		// (cert-manager): the status server's clients trust the Secret's CA.
 		close(o.certsReady)
+		if cfg.Enabled(config.FeatureTrainJobStatus) {
+			if err := addSecretCA(mgr, cfg, ca); err != nil {
+				return nil, err
+			}
+		}
 	}
 
 	metrics.Register()

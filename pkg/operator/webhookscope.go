@@ -6,37 +6,25 @@ import (
 
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 )
-
-// byName is a manager whose configuration lists and watches some resources
-// by name only: certificate rotation (cert-controller) informs itself of
-// the webhook configurations and its Secret through a cache of its own that
-// lists all of them, and takes no field selector. RBAC grants a list or
-// watch restricted by resourceNames only to a request that selects that
-// name (fieldSelector=metadata.name=NAME), so that is what this manager's
-// configuration adds to such requests; the operator then needs no right on
-// anyone else's webhook configurations or Secrets.
-type byName struct {
-	manager.Manager
-	config *rest.Config
-}
-
-// GetConfig is the manager's configuration with the field selectors.
-func (m byName) GetConfig() *rest.Config { return m.config }
 
 // namedCollections maps the path of a collection (".../validatingwebhookconfigurations",
 // ".../namespaces/NS/secrets") to the one name read from it.
 type namedCollections map[string]string
 
-// listedByName returns mgr with a configuration that selects, in each list
-// and watch of a collection of names, only the named object.
-func listedByName(mgr manager.Manager, names namedCollections) manager.Manager {
-	cfg := rest.CopyConfig(mgr.GetConfig())
+// listedByName returns a copy of cfg that selects, in each list and watch
+// of a collection of names, only the named object. The certificate cache
+// (certCache) lists and watches the webhook configurations and the Secret;
+// RBAC grants a list or watch restricted by resourceNames only to a request
+// that selects that name (fieldSelector=metadata.name=NAME), so that is what
+// this configuration adds to such requests; the operator then needs no
+// right on anyone else's webhook configurations or Secrets.
+func listedByName(cfg *rest.Config, names namedCollections) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return nameSelector{next: rt, names: names}
 	})
-	return byName{Manager: mgr, config: cfg}
+	return cfg
 }
 
 type nameSelector struct {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -32,30 +33,79 @@ type Handle interface {
 	RESTMapper() meta.RESTMapper
 	// Operator tells plugins where the operator runs and serves.
 	Operator() OperatorInfo
+	// ServingCA is the CA bundle of the operator's serving certificate.
+	ServingCA() ServingCA
+}
+
+// ServingCA is the CA bundle (PEM) that the certificate of the operator's
+// webhook and status servers chains to: what their clients trust.
+type ServingCA interface {
+	// Bundle is the bundle now; it waits for the first one until ctx ends.
+	Bundle(ctx context.Context) ([]byte, error)
+	// Notify calls f after each change of the bundle.
+	Notify(f func())
 }
 
 // NewHandle is the Handle of a reader, its cluster's kinds, and the
-// operator's facts.
+// operator's facts; its ServingCA is read from the webhook certificate
+// Secret at each call.
 func NewHandle(r client.Reader, m meta.RESTMapper, op OperatorInfo) Handle {
-	return handle{reader: r, mapper: m, operator: op}
+	return handle{reader: r, mapper: m, operator: op, ca: secretCA{reader: r, operator: op}}
+}
+
+// NewOperatorHandle is the operator's Handle: as NewHandle, but the
+// ServingCA is the one the operator keeps in memory from its own
+// certificate management, so that no build reads the Secret (and none
+// fails while the Secret is gone).
+func NewOperatorHandle(r client.Reader, m meta.RESTMapper, op OperatorInfo, ca ServingCA) Handle {
+	return handle{reader: r, mapper: m, operator: op, ca: ca}
 }
 
 // OfflineHandle is the Handle of the framework without a cluster: its
 // reader holds objs, and answers NotFound for anything else; it serves no
-// kinds beyond the built-in ones.
+// kinds beyond the built-in ones. The ServingCA is the webhook certificate
+// Secret's among objs.
 func OfflineHandle(op OperatorInfo, objs ...client.Object) Handle {
-	return handle{reader: newObjectReader(objs), mapper: meta.NewDefaultRESTMapper(nil), operator: op}
+	r := newObjectReader(objs)
+	return handle{reader: r, mapper: meta.NewDefaultRESTMapper(nil), operator: op, ca: secretCA{reader: r, operator: op}}
 }
 
 type handle struct {
 	reader   client.Reader
 	mapper   meta.RESTMapper
 	operator OperatorInfo
+	ca       ServingCA
 }
 
 func (h handle) Reader() client.Reader       { return h.reader }
 func (h handle) RESTMapper() meta.RESTMapper { return h.mapper }
 func (h handle) Operator() OperatorInfo      { return h.operator }
+func (h handle) ServingCA() ServingCA        { return h.ca }
+
+// ServingCAKey is the CA's key in the webhook certificate Secret.
+const ServingCAKey = "ca.crt"
+
+// secretCA reads the CA from the webhook certificate Secret.
+type secretCA struct {
+	reader   client.Reader
+	operator OperatorInfo
+}
+
+func (c secretCA) Bundle(ctx context.Context) ([]byte, error) {
+	key := client.ObjectKey{Namespace: c.operator.Namespace, Name: c.operator.WebhookSecretName}
+	var secret corev1.Secret
+	if err := c.reader.Get(ctx, key, &secret); err != nil {
+		return nil, fmt.Errorf("read the CA from webhook certificate Secret %s: %w", key, err)
+	}
+	ca := secret.Data[ServingCAKey]
+	if len(ca) == 0 {
+		return nil, fmt.Errorf("webhook certificate Secret %s has no %s yet", key, ServingCAKey)
+	}
+	return ca, nil
+}
+
+// Notify does nothing: a Secret read at each call follows it anyway.
+func (secretCA) Notify(func()) {}
 
 // objectReader is a cluster made of a few objects, for the offline handle.
 type objectReader struct {

@@ -247,13 +247,7 @@ func TestCertificateRotationWithoutOutage(t *testing.T) {
 		{
 			name: "CA rotated",
 			fault: func(t *testing.T) {
-				// A CA the rotation no longer accepts: it makes a new one.
-				s := &corev1.Secret{}
-				if err := env.Client.Get(t.Context(), webhookSecret, s); err != nil {
-					t.Fatal(err)
-				}
-				delete(s.Data, "ca.key")
-				if err := env.Client.Update(t.Context(), s); err != nil {
+				if err := optest.BreakCA(t.Context(), env.Client, webhookSecret); err != nil {
 					t.Fatal(err)
 				}
 			},

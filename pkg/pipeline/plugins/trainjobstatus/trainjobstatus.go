@@ -2,10 +2,13 @@
 // gate TrainJobStatus): it tells every trainer container where the
 // operator's status server is and gives it what it needs to report there —
 // a ServiceAccount token for the TrainJob's own audience and the CA of the
-// server's certificate, which it copies from the webhook certificate Secret
-// into a ConfigMap next to the TrainJob. The in-tree registry holds it only
-// when the gate is on. The CA is read from the cluster; offline (render),
-// from the webhook certificate Secret given with the input files.
+// server's certificate, which it copies into a ConfigMap next to the
+// TrainJob. The in-tree registry holds it only when the gate is on. The CA
+// comes from the Handle's ServingCA: in the operator, the bundle its
+// certificate management keeps in memory (no build reads the Secret, and a
+// change of the CA rebuilds every TrainJob, so that it reaches running
+// trainers); offline (render), the webhook certificate Secret given with
+// the input files.
 package trainjobstatus
 
 import (
@@ -14,8 +17,14 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
@@ -35,7 +44,7 @@ const (
 	TLSConfigMapSuffix = "-tls-config"
 	// CACertKey is the CA's key in the webhook certificate Secret and in
 	// the ConfigMap, and its file name in the pod.
-	CACertKey = "ca.crt"
+	CACertKey = pipeline.ServingCAKey
 
 	TokenVolume        = "kubeflow-trainer-token"
 	MountPath          = "/var/run/secrets/kubeflow/trainer"
@@ -56,13 +65,14 @@ func TokenAudience(namespace, name string) string {
 
 // TrainJobStatus wires trainer pods to the status server.
 type TrainJobStatus struct {
-	client   client.Reader
+	ca       pipeline.ServingCA
 	operator pipeline.OperatorInfo
 }
 
 var (
 	_ pipeline.EnforcePodSpecPlugin   = (*TrainJobStatus)(nil)
 	_ pipeline.ComponentBuilderPlugin = (*TrainJobStatus)(nil)
+	_ pipeline.WatchExtensionPlugin   = (*TrainJobStatus)(nil)
 )
 
 // New builds the plugin from the operator's facts in h.
@@ -71,7 +81,7 @@ func New(_ context.Context, h pipeline.Handle) (pipeline.Plugin, error) {
 	if op.Namespace == "" || op.WebhookServiceName == "" || op.WebhookSecretName == "" || op.StatusServerPort <= 0 {
 		return nil, fmt.Errorf("needs the operator's namespace, webhook Service name, webhook Secret name and status server port; got %+v", op)
 	}
-	return &TrainJobStatus{client: h.Reader(), operator: op}, nil
+	return &TrainJobStatus{ca: h.ServingCA(), operator: op}, nil
 }
 
 // Name returns the plugin's name.
@@ -112,17 +122,15 @@ func (p *TrainJobStatus) EnforcePodSpec(info *pipeline.RuntimeInfo, trainJob *tr
 	return nil
 }
 
-// Build returns the ConfigMap with the status server's CA, copied from the
-// webhook certificate Secret at every reconcile so that a rotated CA
-// reaches the pods. A TrainJob without a trainer step mounts nothing and
-// gets no ConfigMap.
+// Build returns the ConfigMap with the status server's CA bundle. A
+// TrainJob without a trainer step mounts nothing and gets no ConfigMap.
 func (p *TrainJobStatus) Build(ctx context.Context, info *pipeline.RuntimeInfo, trainJob *trainer.TrainJob) ([]client.Object, error) {
 	if info.TrainerPodSet() == nil {
 		return nil, nil
 	}
-	ca, err := p.caCert(ctx)
+	ca, err := p.ca.Bundle(ctx)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("the status server's CA: %w", err)
 	}
 	return []client.Object{&corev1.ConfigMap{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
@@ -135,15 +143,24 @@ func (p *TrainJobStatus) Build(ctx context.Context, info *pipeline.RuntimeInfo, 
 	}}, nil
 }
 
-func (p *TrainJobStatus) caCert(ctx context.Context) ([]byte, error) {
-	key := client.ObjectKey{Namespace: p.operator.Namespace, Name: p.operator.WebhookSecretName}
-	var secret corev1.Secret
-	if err := p.client.Get(ctx, key, &secret); err != nil {
-		return nil, fmt.Errorf("read the status server's CA from webhook certificate Secret %s: %w", key, err)
-	}
-	ca := secret.Data[CACertKey]
-	if len(ca) == 0 {
-		return nil, fmt.Errorf("webhook certificate Secret %s has no %s yet: the status server's CA is copied from there", key, CACertKey)
-	}
-	return ca, nil
+// ReconcilerBuilders makes a change of the CA wake the TrainJob controller
+// for every TrainJob, so that the -tls-config ConfigMaps of running
+// TrainJobs follow a rotated CA (the kubelet then updates the trainers'
+// projected volume).
+func (p *TrainJobStatus) ReconcilerBuilders() []pipeline.ReconcilerBuilder {
+	return []pipeline.ReconcilerBuilder{func(b *builder.Builder, _ client.Client, c cache.Cache) *builder.Builder {
+		return b.WatchesRawSource(source.Func(func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+			p.ca.Notify(func() {
+				var list trainer.TrainJobList
+				if err := c.List(ctx, &list); err != nil {
+					log.FromContext(ctx).Error(err, "Listing the TrainJobs to give them the new CA of the status server")
+					return
+				}
+				for i := range list.Items {
+					q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+				}
+			})
+			return nil
+		}))
+	}}
 }

@@ -105,6 +105,11 @@ func newPlugin(t *testing.T, c client.Client) *TrainJobStatus {
 	if c != nil {
 		h = pipeline.NewHandle(c, c.RESTMapper(), operatorInfo)
 	}
+	return newPluginOf(t, h)
+}
+
+func newPluginOf(t *testing.T, h pipeline.Handle) *TrainJobStatus {
+	t.Helper()
 	p, err := New(context.Background(), h)
 	if err != nil {
 		t.Fatal(err)
@@ -238,7 +243,7 @@ func TestBuild(t *testing.T) {
 			name:    "Secret missing",
 			runtime: runtime,
 			client:  fake.NewClientBuilder().Build(),
-			wantErr: `read the status server's CA from webhook certificate Secret ops/trainjob-webhook-cert: secrets "trainjob-webhook-cert" not found`,
+			wantErr: `read the CA from webhook certificate Secret ops/trainjob-webhook-cert: secrets "trainjob-webhook-cert" not found`,
 		},
 		{
 			name:    "Secret of another namespace does not count",
@@ -258,7 +263,7 @@ func TestBuild(t *testing.T) {
 		{
 			name:    "offline, without the Secret in the input files",
 			runtime: runtime,
-			wantErr: `read the status server's CA from webhook certificate Secret ops/trainjob-webhook-cert: secrets "trainjob-webhook-cert" not found`,
+			wantErr: `read the CA from webhook certificate Secret ops/trainjob-webhook-cert: secrets "trainjob-webhook-cert" not found`,
 		},
 	}
 	for _, tc := range cases {
@@ -276,6 +281,34 @@ func TestBuild(t *testing.T) {
 				t.Errorf("objects (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// operatorCA is a ServingCA the operator keeps in memory.
+type operatorCA []byte
+
+func (c operatorCA) Bundle(context.Context) ([]byte, error) { return c, nil }
+func (operatorCA) Notify(func())                            {}
+
+// TestBuildWithTheOperatorsCA: in the operator, the CA comes from its
+// memory: a build neither reads the Secret nor fails without it.
+func TestBuildWithTheOperatorsCA(t *testing.T) {
+	const ca = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+	c := fake.NewClientBuilder().WithInterceptorFuncs(interceptor.Funcs{
+		Get: func(_ context.Context, _ client.WithWatch, key client.ObjectKey, _ client.Object, _ ...client.GetOption) error {
+			t.Errorf("Build read %s", key)
+			return apierrors.NewServiceUnavailable("not to be read")
+		},
+	}).Build()
+	p := newPluginOf(t, pipeline.NewOperatorHandle(c, c.RESTMapper(), operatorInfo, operatorCA(ca)))
+	tj := pipelinetest.TrainJob(t, trainJobDoc)
+	info := pipelinetest.Info(t, tj, pipelinetest.Runtime(t, runtime))
+	got, err := p.Build(context.Background(), info, tj)
+	if err != nil {
+		t.Fatalf("Build: %v", err)
+	}
+	if len(got) != 1 || got[0].(*corev1.ConfigMap).Data["ca.crt"] != ca {
+		t.Errorf("Build = %+v, want the -tls-config ConfigMap with the operator's CA", got)
 	}
 }
 

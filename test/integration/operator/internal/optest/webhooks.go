@@ -181,3 +181,14 @@ func (o *Operator) scrape(ctx context.Context, acceptEncoding string) (body, enc
 	}
 	return string(data), resp.Header.Get("Content-Encoding"), nil
 }
+
+// BreakCA takes the CA's key out of the webhook certificate Secret of key:
+// a CA that cannot sign, which the operator replaces with a new one.
+func BreakCA(ctx context.Context, c client.Client, key client.ObjectKey) error {
+	s := &corev1.Secret{}
+	if err := c.Get(ctx, key, s); err != nil {
+		return err
+	}
+	delete(s.Data, "ca.key")
+	return c.Update(ctx, s)
+}
