@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/metrics"
 )
 
 func trainJob(runtimeKind string) *trainer.TrainJob {
@@ -67,7 +68,7 @@ func TestEventNote(t *testing.T) {
 }
 
 func TestStageClock(t *testing.T) {
-	c := &stageClock{seen: map[types.NamespacedName]stageSince{}}
+	c := newStageClock(metrics.New())
 	tj := trainJob(trainer.ClusterTrainingRuntimeKind)
 	created := time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
 	tj.CreationTimestamp = metav1.NewTime(created)

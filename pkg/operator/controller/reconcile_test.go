@@ -26,6 +26,8 @@ import (
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/apply"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/metrics"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/metrics/metricstest"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline/plugins"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/scheme"
@@ -54,7 +56,8 @@ func newInterceptedReconciler(t *testing.T, funcs interceptor.Funcs, objs ...cli
 		client: c, framework: fw, recorder: rec,
 		snapshots: snapshot.NewStore(c, c, s),
 		applier:   apply.New(c, c, s, nil, nil),
-		stages:    &stageClock{seen: map[types.NamespacedName]stageSince{}},
+		stages:    newStageClock(metrics.Default),
+		metrics:   metrics.Default,
 		conflicts: newConflictRuns(),
 		now:       func() time.Time { return now },
 	}, c, rec
@@ -109,17 +112,108 @@ func TestReconcileManagedByMultiKueue(t *testing.T) {
 	}
 }
 
+// torchRuntime is the TrainingRuntime ns/torch: one torch node.
+func torchRuntime() *trainer.TrainingRuntime {
+	rt := &trainer.TrainingRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "torch"}}
+	rt.Spec.MLPolicy = &trainer.MLPolicy{NumNodes: ptr.To[int32](1), MLPolicySource: trainer.MLPolicySource{Torch: &trainer.TorchMLPolicySource{}}}
+	rt.Spec.Template.Spec.ReplicatedJobs = []jobsetv1alpha2.ReplicatedJob{{Name: trainer.Node, Replicas: 1}}
+	rt.Spec.Template.Spec.ReplicatedJobs[0].Template.Labels = map[string]string{trainer.AncestorLabel: trainer.AncestorTrainer}
+	rt.Spec.Template.Spec.ReplicatedJobs[0].Template.Spec.Template.Spec.Containers = []corev1.Container{{Name: trainer.Node, Image: "node"}}
+	return rt
+}
+
+// TestReconcileMetrics: the reconciles of one TrainJob, each with metrics of their own, count what that TrainJob
+// did: its reconciles by result, its build errors by the plugin that failed (runtime when none did), and the time
+// it spent in Pending once it trains.
+func TestReconcileMetrics(t *testing.T) {
+	req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "alpha"}}
+	for _, tc := range []struct {
+		name    string
+		runtime func(*trainer.TrainingRuntime)
+		// noRuntime: the TrainJob's runtime does not exist.
+		noRuntime bool
+		// running: the JobSet's trainer runs after the first reconcile, and the TrainJob is reconciled again.
+		running         bool
+		wantReconciles  map[string]float64
+		wantBuildErrors map[string]float64
+		wantTransitions map[string]float64
+	}{{
+		name:           "built",
+		wantReconciles: map[string]float64{"result=success": 1},
+	}, {
+		name:            "trains after 90 s in Pending",
+		running:         true,
+		wantReconciles:  map[string]float64{"result=success": 2},
+		wantTransitions: map[string]float64{"from=Pending,to=Training": 90},
+	}, {
+		name: "a plugin fails",
+		runtime: func(rt *trainer.TrainingRuntime) {
+			rt.Spec.MLPolicy.Torch.EnvInjection = &trainer.EnvInjection{Targets: []trainer.EnvInjectionTarget{{JobName: trainer.Node, ContainerNames: []string{"sidecar"}}}}
+		},
+		wantReconciles:  map[string]float64{"result=error": 1},
+		wantBuildErrors: map[string]float64{"plugin=Torch": 1},
+	}, {
+		name:            "the runtime is missing",
+		noRuntime:       true,
+		wantReconciles:  map[string]float64{"result=error": 1},
+		wantBuildErrors: map[string]float64{"plugin=" + metrics.RuntimePlugin: 1},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			tj := trainJob(trainer.TrainingRuntimeKind)
+			objs := []client.Object{tj}
+			if !tc.noRuntime {
+				rt := torchRuntime()
+				if tc.runtime != nil {
+					tc.runtime(rt)
+				}
+				objs = append(objs, rt)
+			}
+			r, c, _ := newTestReconciler(t, objs...)
+			tj.CreationTimestamp = metav1.NewTime(r.now().Add(-90 * time.Second))
+			if err := c.Update(t.Context(), tj); err != nil {
+				t.Fatal(err)
+			}
+			m, reg := metricstest.Registered(t)
+			r.metrics, r.stages = m, newStageClock(m)
+			_, _ = r.Reconcile(t.Context(), req) // an error is counted
+			if tc.running {
+				js := &jobsetv1alpha2.JobSet{}
+				if err := c.Get(t.Context(), req.NamespacedName, js); err != nil {
+					t.Fatal(err)
+				}
+				js.Status.ReplicatedJobsStatus = []jobsetv1alpha2.ReplicatedJobStatus{{Name: trainer.Node, Ready: 1, Active: 1}}
+				if err := c.Update(t.Context(), js); err != nil { // the fake client has no status subresource for JobSets
+					t.Fatal(err)
+				}
+				if _, err := r.Reconcile(t.Context(), req); err != nil {
+					t.Fatal(err)
+				}
+			}
+			families := metricstest.Gather(t, reg)
+			for _, m := range []struct {
+				name string
+				got  map[string]float64
+				want map[string]float64
+			}{
+				{metrics.ReconcileDurationName, metricstest.Values(families, metrics.ReconcileDurationName), tc.wantReconciles},
+				{metrics.BuildErrorsName, metricstest.Values(families, metrics.BuildErrorsName), tc.wantBuildErrors},
+				{metrics.StageTransitionName + " (seconds)", metricstest.Sums(families, metrics.StageTransitionName), tc.wantTransitions},
+			} {
+				if diff := cmp.Diff(m.want, m.got, cmpopts.EquateEmpty()); diff != "" {
+					t.Errorf("%s (-want +got):\n%s", m.name, diff)
+				}
+			}
+		})
+	}
+}
+
 // TestPersistentConflict: a JobSet create that meets another writer's is
 // retried quietly; once conflicts have gone on for persistentConflict, the
 // TrainJob says so (ComponentsCreated=False and a Warning), and once the
 // write goes through it is built.
 func TestPersistentConflict(t *testing.T) {
 	tj := trainJob(trainer.TrainingRuntimeKind)
-	rt := &trainer.TrainingRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "torch"}}
-	rt.Spec.MLPolicy = &trainer.MLPolicy{NumNodes: ptr.To[int32](1), MLPolicySource: trainer.MLPolicySource{Torch: &trainer.TorchMLPolicySource{}}}
-	rt.Spec.Template.Spec.ReplicatedJobs = []jobsetv1alpha2.ReplicatedJob{{Name: trainer.Node, Replicas: 1}}
-	rt.Spec.Template.Spec.ReplicatedJobs[0].Template.Labels = map[string]string{trainer.AncestorLabel: trainer.AncestorTrainer}
-	rt.Spec.Template.Spec.ReplicatedJobs[0].Template.Spec.Template.Spec.Containers = []corev1.Container{{Name: trainer.Node, Image: "node"}}
+	rt := torchRuntime()
 	fighting := true
 	conflict := interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
 		if _, ok := obj.(*jobsetv1alpha2.JobSet); ok && fighting {

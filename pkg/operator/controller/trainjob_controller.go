@@ -52,6 +52,8 @@ type TrainJobReconciler struct {
 	// applier is the one write path: the children and the status.
 	applier *apply.Applier
 	stages  *stageClock
+	// metrics count reconciles and build errors (metrics.Default).
+	metrics *metrics.Metrics
 	// conflicts remembers since when each TrainJob's writes have kept
 	// meeting other writers'.
 	conflicts *conflictRuns
@@ -73,7 +75,8 @@ func NewTrainJobReconciler(mgr manager.Manager, fw *pipeline.Framework) *TrainJo
 		recorder:  eventrecorder.New(mgr.GetClient(), mgr.GetScheme(), TrainJobRecorderName),
 		snapshots: snapshot.NewStore(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetScheme()),
 		applier:   apply.New(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetScheme(), mgr.GetConfig(), mgr.GetHTTPClient()),
-		stages:    &stageClock{seen: map[types.NamespacedName]stageSince{}},
+		stages:    newStageClock(metrics.Default),
+		metrics:   metrics.Default,
 		conflicts: newConflictRuns(),
 		now:       time.Now,
 	}
@@ -141,7 +144,7 @@ func (r *TrainJobReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 		return reconcile.Result{}, nil
 	}
 	result, err := r.reconcile(apply.WithWritten(ctx), tj)
-	metrics.ObserveReconcile(time.Since(begin), err)
+	r.metrics.ObserveReconcile(time.Since(begin), err)
 	return result, err
 }
 
@@ -264,7 +267,7 @@ func (r *TrainJobReconciler) build(ctx context.Context, u *statusUpdate) buildOu
 		if errors.As(err, &pluginErr) {
 			plugin = pluginErr.Plugin
 		}
-		metrics.CountBuildError(plugin)
+		r.metrics.CountBuildError(plugin)
 		componentsFailed(u, trainer.TrainJobJobsBuildFailedReason, ComponentsBuildFailedPrefix, err)
 		return buildOutcome{err: err}
 	}
@@ -528,10 +531,15 @@ func (r *TrainJobReconciler) record(tj *trainer.TrainJob, events []trainJobEvent
 }
 
 // stageClock remembers the stage of every TrainJob and since when, to time
-// stage transitions.
+// stage transitions into metrics.
 type stageClock struct {
-	mu   sync.Mutex
-	seen map[types.NamespacedName]stageSince
+	metrics *metrics.Metrics
+	mu      sync.Mutex
+	seen    map[types.NamespacedName]stageSince
+}
+
+func newStageClock(m *metrics.Metrics) *stageClock {
+	return &stageClock{metrics: m, seen: map[types.NamespacedName]stageSince{}}
 }
 
 type stageSince struct {
@@ -559,7 +567,7 @@ func (c *stageClock) observe(tj *trainer.TrainJob, now time.Time) {
 		c.seen[key] = stageSince{uid: tj.UID, stage: s, since: since}
 	case prev.stage != s:
 		if !prev.since.IsZero() {
-			metrics.ObserveStageTransition(prev.stage, s, now.Sub(prev.since))
+			c.metrics.ObserveStageTransition(prev.stage, s, now.Sub(prev.since))
 		}
 		c.seen[key] = stageSince{uid: tj.UID, stage: s, since: now}
 	}

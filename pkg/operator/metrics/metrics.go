@@ -38,24 +38,49 @@ const (
 	RuntimePlugin = "runtime"
 )
 
+// Metrics are the operator's counters and histograms. The operator's are
+// Default; a test makes its own (New) and registers it in a registry of its
+// own, so that what it reads moved only by what the test did.
+type Metrics struct {
+	reconcileDuration *prometheus.HistogramVec
+	stageTransition   *prometheus.HistogramVec
+	buildErrors       *prometheus.CounterVec
+}
+
+// New makes a set of the metrics, registered nowhere.
+func New() *Metrics {
+	return &Metrics{
+		reconcileDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    ReconcileDurationName,
+			Help:    "Time a reconcile of a TrainJob took, by result (success or error).",
+			Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
+		}, []string{"result"}),
+		stageTransition: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: StageTransitionName,
+			Help: "Time a TrainJob spent in a stage before it moved to the next, by stage left (from) and stage entered (to).",
+			// 1s to about 6 days.
+			Buckets: prometheus.ExponentialBuckets(1, 4, 10),
+		}, []string{"from", "to"}),
+		buildErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: BuildErrorsName,
+			Help: "Build phases of TrainJobs that failed, by the plugin that failed (runtime when none did).",
+		}, []string{"plugin"}),
+	}
+}
+
+// Register adds m's metrics to reg.
+func (m *Metrics) Register(reg prometheus.Registerer) error {
+	for _, c := range []prometheus.Collector{m.reconcileDuration, m.stageTransition, m.buildErrors} {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 var (
-	reconcileDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    ReconcileDurationName,
-		Help:    "Time a reconcile of a TrainJob took, by result (success or error).",
-		Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
-	}, []string{"result"})
-
-	stageTransition = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name: StageTransitionName,
-		Help: "Time a TrainJob spent in a stage before it moved to the next, by stage left (from) and stage entered (to).",
-		// 1s to about 6 days.
-		Buckets: prometheus.ExponentialBuckets(1, 4, 10),
-	}, []string{"from", "to"})
-
-	buildErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: BuildErrorsName,
-		Help: "Build phases of TrainJobs that failed, by the plugin that failed (runtime when none did).",
-	}, []string{"plugin"})
+	// Default are the operator's metrics, served by Register.
+	Default = New()
 
 	trainJobs = &stageCollector{desc: prometheus.NewDesc(TrainJobsName,
 		"TrainJobs the operator sees, by stage (reported by the leader only).", []string{"stage"}, nil)}
@@ -63,30 +88,34 @@ var (
 	registerOnce sync.Once
 )
 
-// Register adds the metrics to controller-runtime's registry, once.
+// Register adds Default and the trainjobs gauge to controller-runtime's
+// registry, once.
 func Register() {
 	registerOnce.Do(func() {
-		crmetrics.Registry.MustRegister(reconcileDuration, stageTransition, buildErrors, trainJobs)
+		if err := Default.Register(crmetrics.Registry); err != nil {
+			panic(err)
+		}
+		crmetrics.Registry.MustRegister(trainJobs)
 	})
 }
 
 // ObserveReconcile records how long a reconcile took.
-func ObserveReconcile(d time.Duration, err error) {
+func (m *Metrics) ObserveReconcile(d time.Duration, err error) {
 	result := ResultSuccess
 	if err != nil {
 		result = ResultError
 	}
-	reconcileDuration.WithLabelValues(result).Observe(d.Seconds())
+	m.reconcileDuration.WithLabelValues(result).Observe(d.Seconds())
 }
 
 // ObserveStageTransition records the time spent in stage from before to.
-func ObserveStageTransition(from, to stage.Stage, d time.Duration) {
-	stageTransition.WithLabelValues(string(from), string(to)).Observe(max(d, 0).Seconds())
+func (m *Metrics) ObserveStageTransition(from, to stage.Stage, d time.Duration) {
+	m.stageTransition.WithLabelValues(string(from), string(to)).Observe(max(d, 0).Seconds())
 }
 
 // CountBuildError counts a failed Build phase.
-func CountBuildError(plugin string) {
-	buildErrors.WithLabelValues(plugin).Inc()
+func (m *Metrics) CountBuildError(plugin string) {
+	m.buildErrors.WithLabelValues(plugin).Inc()
 }
 
 // ServeTrainJobs makes the trainjobs gauge count the TrainJobs of the

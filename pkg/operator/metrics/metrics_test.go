@@ -2,13 +2,11 @@ package metrics
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -19,61 +17,6 @@ import (
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/scheme"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/stage"
 )
-
-// histogram is the sample count and sum of one series of h.
-func histogram(t *testing.T, h *prometheus.HistogramVec, labels ...string) (uint64, float64) {
-	t.Helper()
-	m := &dto.Metric{}
-	if err := h.WithLabelValues(labels...).(prometheus.Histogram).Write(m); err != nil {
-		t.Fatal(err)
-	}
-	return m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
-}
-
-func TestObserveReconcile(t *testing.T) {
-	okBefore, _ := histogram(t, reconcileDuration, ResultSuccess)
-	errBefore, errSumBefore := histogram(t, reconcileDuration, ResultError)
-	ObserveReconcile(20*time.Millisecond, nil)
-	ObserveReconcile(3*time.Second, errors.New("conflict"))
-	ObserveReconcile(time.Second, nil)
-	okAfter, _ := histogram(t, reconcileDuration, ResultSuccess)
-	errAfter, errSumAfter := histogram(t, reconcileDuration, ResultError)
-	if okAfter-okBefore != 2 || errAfter-errBefore != 1 {
-		t.Errorf("reconciles observed: %d successes, %d errors; want 2 and 1", okAfter-okBefore, errAfter-errBefore)
-	}
-	if d := errSumAfter - errSumBefore; d != 3 {
-		t.Errorf("the failed reconcile took %vs, want 3s", d)
-	}
-}
-
-// TestObserveStageTransition: by stage left and entered; a transition seen before the stage's start (clock
-// skew) counts as 0 s, not negative.
-func TestObserveStageTransition(t *testing.T) {
-	countBefore, sumBefore := histogram(t, stageTransition, "Pending", "Training")
-	ObserveStageTransition(stage.Pending, stage.Training, 90*time.Second)
-	ObserveStageTransition(stage.Pending, stage.Training, -5*time.Second)
-	count, sum := histogram(t, stageTransition, "Pending", "Training")
-	if count-countBefore != 2 || sum-sumBefore != 90 {
-		t.Errorf("Pending → Training: %d transitions, %vs in all; want 2 and 90s", count-countBefore, sum-sumBefore)
-	}
-}
-
-func TestCountBuildError(t *testing.T) {
-	count := func(plugin string) float64 {
-		m := &dto.Metric{}
-		if err := buildErrors.WithLabelValues(plugin).Write(m); err != nil {
-			t.Fatal(err)
-		}
-		return m.GetCounter().GetValue()
-	}
-	torch, runtime := count("torch"), count(RuntimePlugin)
-	CountBuildError("torch")
-	CountBuildError(RuntimePlugin)
-	CountBuildError(RuntimePlugin)
-	if got := []float64{count("torch") - torch, count(RuntimePlugin) - runtime}; got[0] != 1 || got[1] != 2 {
-		t.Errorf("build errors of torch and runtime moved by %v, want 1 and 2", got)
-	}
-}
 
 // byStage collects the trainjobs gauge: its value by stage, or the collection's error.
 func byStage() (map[string]float64, error) {
