@@ -50,33 +50,54 @@ var (
 func statusServerReplica(t *testing.T) *optest.Operator {
 	t.Helper()
 	standbyOnce.Do(func() {
-		select {
-		case <-op.Elected():
-		case <-time.After(optest.Timeout):
-			standbyErr = errors.New("the first operator does not lead")
-			return
-		}
-		cfg := &config.Configuration{
-			Namespace:    optest.Namespace,
-			Webhook:      config.Webhook{Enable: ptr.To(false)},
-			FeatureGates: map[string]bool{config.FeatureTrainJobStatus: true},
-			// A standby in the test process: warmed, its queue would count in optest.Settled's process-wide metrics.
-			Controller: config.Controller{Warmup: ptr.To(false)},
-		}
-		if standbyErr = optest.InProcess(cfg, env.LogDir); standbyErr != nil {
-			return
-		}
-		cfg.Webhook.CertDir = op.Config.Webhook.CertDir
 		// The standby lives as long as the package's API server: Main stops it.
-		if standby, standbyErr = optest.StartOperator(context.Background(), env.Cluster.Config, cfg); standbyErr != nil {
-			return
-		}
-		standbyErr = optest.Poll(context.Background(), time.Minute, standby.Ready)
+		standby, standbyErr = startStatusServerReplica(context.Background())
 	})
 	if standbyErr != nil {
 		t.Fatalf("operator with the TrainJobStatus gate: %v", standbyErr)
 	}
 	return standby
+}
+
+// ownStatusServerReplica starts a standby operator like
+// statusServerReplica's for test t alone, and stops it when t ends: its
+// token-review budget is spent by t's reports only, as a test of that
+// budget requires.
+func ownStatusServerReplica(t *testing.T) *optest.Operator {
+	t.Helper()
+	replica, err := startStatusServerReplica(t.Context())
+	if err != nil {
+		t.Fatalf("operator with the TrainJobStatus gate: %v", err)
+	}
+	t.Cleanup(func() { _ = replica.Stop() })
+	return replica
+}
+
+// startStatusServerReplica starts a standby operator with the
+// TrainJobStatus gate, behind the first operator's Lease and with its
+// certificate, and waits until it is ready, its status server included.
+func startStatusServerReplica(ctx context.Context) (*optest.Operator, error) {
+	select {
+	case <-op.Elected():
+	case <-time.After(optest.Timeout):
+		return nil, errors.New("the first operator does not lead")
+	}
+	cfg := &config.Configuration{
+		Namespace:    optest.Namespace,
+		Webhook:      config.Webhook{Enable: ptr.To(false)},
+		FeatureGates: map[string]bool{config.FeatureTrainJobStatus: true},
+		// A standby in the test process: warmed, its queue would count in optest.Settled's process-wide metrics.
+		Controller: config.Controller{Warmup: ptr.To(false)},
+	}
+	if err := optest.InProcess(cfg, env.LogDir); err != nil {
+		return nil, err
+	}
+	cfg.Webhook.CertDir = op.Config.Webhook.CertDir
+	replica, err := optest.StartOperator(ctx, env.Cluster.Config, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return replica, optest.Poll(ctx, time.Minute, replica.Ready)
 }
 
 // statusClient reports to a status server as a trainer does, trusting the

@@ -237,7 +237,7 @@ func heapInUse() uint64 {
 // within 5 s, and the server's memory stays flat.
 func TestStatusServerBadTokenFlood(t *testing.T) {
 	ns := cluster.NewNamespace(t, env.Client, "test-", nil)
-	tj, c, pod := reportingTrainJob(t, ns)
+	tj, c, pod := reportingTrainJob(t, statusServerReplica(t), ns)
 	path := trainjobstatus.StatusPath(ns, "alpha")
 	token := podToken(t, pod, ns, "alpha")
 	unbound := trainerToken(t, ns, ns, "alpha")
@@ -362,12 +362,87 @@ func TestStatusServerBadTokenFlood(t *testing.T) {
 	}
 }
 
+// TestStatusServerReviewsFairly (issue 36, item 9): tokens of one
+// namespace, reviewed as fast as they come, do not spend the review budget
+// of the others: a trainer of another namespace, whose token the server has
+// not seen, reports at once. The status server is a replica of the test's
+// own, so that the budget the flood spends is the whole of it.
+func TestStatusServerReviewsFairly(t *testing.T) {
+	flooder, victim := cluster.NewNamespace(t, env.Client, "test-", nil), cluster.NewNamespace(t, env.Client, "test-", nil)
+	_, c, pod := reportingTrainJob(t, ownStatusServerReplica(t), victim)
+	token := podToken(t, pod, victim, "alpha")
+
+	// The flood: tokens that claim to be bound to pods of the flooder's
+	// namespace, each a new one, which only a review can refuse; it goes on
+	// until the victim's report is answered.
+	ctx, stop := context.WithCancel(t.Context())
+	defer stop()
+	spent := make(chan struct{})
+	var spentOnce sync.Once
+	var flood sync.WaitGroup
+	for w := range 16 {
+		flood.Go(func() {
+			for i := w; ctx.Err() == nil; i += 16 {
+				code, _, _ := c.do(ctx, trainjobstatus.StatusPath(flooder, "alpha"), forgedToken(flooder, "alpha", i), `{}`)
+				if code == http.StatusTooManyRequests {
+					spentOnce.Do(func() { close(spent) })
+				}
+			}
+		})
+	}
+	select {
+	case <-spent:
+	case <-time.After(optest.Timeout):
+		t.Fatal("the flood never found the review budget spent")
+	}
+	code, body := c.post(t, trainjobstatus.StatusPath(victim, "alpha"), token, progressReport(5))
+	stop()
+	flood.Wait()
+	// The flood's connections closed, the replica stops at once: its server waits for them up to 5 s.
+	c.http.CloseIdleConnections()
+	if code != http.StatusOK {
+		t.Fatalf("the report of another namespace during the flood = %d, want 200: %s", code, body)
+	}
+}
+
+// TestStatusServerRefusesTokenOfDeletedPod (issue 36, item 9): a token the
+// server accepted is refused at the first report after its pod is
+// deleted, as the API server refuses it, not once the review is a minute
+// old. The status server is a replica of the test's own, whose budget no
+// other test has spent: a 429 would say nothing of the token.
+func TestStatusServerRefusesTokenOfDeletedPod(t *testing.T) {
+	ns := cluster.NewNamespace(t, env.Client, "test-", nil)
+	tj, c, pod := reportingTrainJob(t, ownStatusServerReplica(t), ns)
+	token := podToken(t, pod, ns, "alpha")
+	path := trainjobstatus.StatusPath(ns, "alpha")
+	if code, body := c.post(t, path, token, progressReport(5)); code != http.StatusOK {
+		t.Fatalf("report = %d, want 200: %s", code, body)
+	}
+	if err := env.Client.Delete(t.Context(), pod, client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
+	optest.Eventually(t, "the pod is gone", func(ctx context.Context) error {
+		return optest.Absent(ctx, env.Client, key(pod), &corev1.Pod{})
+	})
+	code, body := c.post(t, path, token, progressReport(6))
+	got, message := refusalOf(t, code, body)
+	want := refusal{Code: http.StatusForbidden, Status: metav1.StatusFailure, Reason: metav1.StatusReasonForbidden}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("report after the pod was deleted (-want +got):\n%s", diff)
+	}
+	if wantMessage := "pod " + ns + "/alpha-node-0-0 is not a pod of TrainJob " + ns + "/alpha: it is gone"; message != wantMessage {
+		t.Errorf("message %q, want %q", message, wantMessage)
+	}
+	if got, err := trainerStatusOf(t.Context(), tj); err != nil || got == nil || ptr.Deref(got.ProgressPercentage, -1) != 5 {
+		t.Errorf("trainerStatus %+v (%v), want progress 5: the report after the pod was deleted was written", got, err)
+	}
+}
+
 // reportingTrainJob is suspended TrainJob ns/alpha of the torch runtime,
-// a client of the status server that trusts its trainers' CA, and the pod
-// of its trainer.
-func reportingTrainJob(t *testing.T, ns string) (*trainer.TrainJob, *statusClient, *corev1.Pod) {
+// a client of replica's status server that trusts its trainers' CA, and
+// the pod of its trainer.
+func reportingTrainJob(t *testing.T, replica *optest.Operator, ns string) (*trainer.TrainJob, *statusClient, *corev1.Pod) {
 	t.Helper()
-	replica := statusServerReplica(t)
 	rt := createTrainingRuntime(t, ns, "torch", torchSpec())
 	tj := newTrainJob(ns, "alpha", trainer.TrainingRuntimeKind, "torch")
 	tj.Spec.Suspend = ptr.To(true)
