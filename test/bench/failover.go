@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -76,7 +77,7 @@ func (b *bench) failover(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer trainJobs.Stop()
+	defer func() { trainJobs.Stop() }()
 
 	var created atomic.Int32
 	var killed, leads, lastCreated time.Time
@@ -129,18 +130,37 @@ func (b *bench) failover(ctx context.Context) error {
 	var lastBuilt time.Time
 	g.Go(func() error {
 		built := map[string]bool{}
+		see := func(tj *trainer.TrainJob) {
+			if !built[tj.Name] && meta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobComponentsCreated) {
+				built[tj.Name] = true
+				lastBuilt = time.Now()
+			}
+		}
 		for len(built) < n {
 			select {
 			case <-gctx.Done():
 				return fmt.Errorf("%d of %d TrainJobs with ComponentsCreated=True: %w", len(built), n, gctx.Err())
 			case ev, ok := <-trainJobs.ResultChan():
-				if !ok || ev.Type == watch.Error {
-					return fmt.Errorf("the watch of TrainJobs in %s ended: %v", ns, ev.Object)
+				if ok && ev.Type != watch.Error {
+					if tj, isTrainJob := ev.Object.(*trainer.TrainJob); isTrainJob {
+						see(tj)
+					}
+					continue
 				}
-				tj, isTrainJob := ev.Object.(*trainer.TrainJob)
-				if isTrainJob && !built[tj.Name] && meta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobComponentsCreated) {
-					built[tj.Name] = true
-					lastBuilt = time.Now()
+				// The API server ended the watch (it does under load): list, and watch again from there.
+				trainJobs.Stop()
+				var list trainer.TrainJobList
+				if err := b.admin.List(gctx, &list, client.InNamespace(ns)); err != nil {
+					return err
+				}
+				for i := range list.Items {
+					see(&list.Items[i])
+				}
+				var err error
+				trainJobs, err = b.watcher.Watch(gctx, &trainer.TrainJobList{}, client.InNamespace(ns),
+					&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion}})
+				if err != nil {
+					return err
 				}
 			}
 		}
