@@ -1,16 +1,19 @@
 package webhook
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"time"
+
+	"gomodules.xyz/jsonpatch/v2"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -22,32 +25,72 @@ import (
 
 // TrainJobDefaulter stamps every runtimePatch with the time its manager last
 // changed it. Every other default is in the CRD schema.
+//
+// It answers with a JSON patch of those times alone. controller-runtime's
+// admission.WithDefaulter (upstream's) answers with the difference between
+// the request's object and the object decoded and encoded again, which
+// rewrites what the Go types spell otherwise: `cpu: 1000m` became `cpu: "1"`
+// in every TrainJob whose runtimePatches it stamped.
 type TrainJobDefaulter struct {
 	// now is time.Now when nil.
 	now func() time.Time
 }
 
-var _ admission.Defaulter[*trainer.TrainJob] = (*TrainJobDefaulter)(nil)
+var _ admission.Handler = (*TrainJobDefaulter)(nil)
 
-// Default stamps the runtimePatches of a TrainJob being created or updated.
-func (d *TrainJobDefaulter) Default(ctx context.Context, tj *trainer.TrainJob) error {
+// trainJobDefaulterWebhook is the TrainJob defaulter's webhook, as Setup
+// registers it.
+func trainJobDefaulterWebhook(d *TrainJobDefaulter) *admission.Webhook {
+	return &admission.Webhook{Handler: d}
+}
+
+// Handle stamps the runtimePatches of a TrainJob being created or updated.
+func (d *TrainJobDefaulter) Handle(_ context.Context, req admission.Request) admission.Response {
+	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
+		return admission.Allowed("")
+	}
+	// The patches as sent, each kept raw: a time is added only to those
+	// that are objects (the schema refuses the others after us).
+	var sent struct {
+		Spec struct {
+			RuntimePatches []json.RawMessage `json:"runtimePatches"`
+		} `json:"spec"`
+	}
+	tj := &trainer.TrainJob{}
+	if err := json.Unmarshal(req.Object.Raw, &sent); err != nil {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decode the TrainJob: %w", err))
+	}
+	if err := json.Unmarshal(req.Object.Raw, tj); err != nil {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decode the TrainJob: %w", err))
+	}
+	var oldPatches []trainer.RuntimePatch
+	if req.Operation == admissionv1.Update && len(req.OldObject.Raw) > 0 {
+		old := &trainer.TrainJob{}
+		if err := json.Unmarshal(req.OldObject.Raw, old); err != nil {
+			return admission.Errored(http.StatusBadRequest, fmt.Errorf("decode the TrainJob before the update: %w", err))
+		}
+		oldPatches = old.Spec.RuntimePatches
+	}
 	now := time.Now
 	if d.now != nil {
 		now = d.now
 	}
-	var old *trainer.TrainJob
-	if req, err := admission.RequestFromContext(ctx); err == nil && req.Operation == admissionv1.Update && len(req.OldObject.Raw) > 0 {
-		old = &trainer.TrainJob{}
-		if err := json.Unmarshal(req.OldObject.Raw, old); err != nil {
-			return apierrors.NewBadRequest(fmt.Sprintf("decode the TrainJob before the update: %v", err))
+	stamped := make([]trainer.RuntimePatch, len(tj.Spec.RuntimePatches))
+	for k := range stamped {
+		tj.Spec.RuntimePatches[k].DeepCopyInto(&stamped[k])
+	}
+	StampRuntimePatches(oldPatches, stamped, metav1.NewTime(now()))
+	var ops []jsonpatch.JsonPatchOperation
+	for k, p := range stamped {
+		if !bytes.HasPrefix(bytes.TrimSpace(sent.Spec.RuntimePatches[k]), []byte("{")) || p.Time.Equal(tj.Spec.RuntimePatches[k].Time) {
+			continue
 		}
+		ops = append(ops, jsonpatch.NewOperation("add", fmt.Sprintf("/spec/runtimePatches/%d/time", k), p.Time))
 	}
-	var oldPatches []trainer.RuntimePatch
-	if old != nil {
-		oldPatches = old.Spec.RuntimePatches
+	if len(ops) == 0 {
+		return admission.Allowed("")
 	}
-	StampRuntimePatches(oldPatches, tj.Spec.RuntimePatches, metav1.NewTime(now()))
-	return nil
+	return admission.Patched("", ops...)
 }
 
 // StampRuntimePatches sets the time of each patch in patches, given the

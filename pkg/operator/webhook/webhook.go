@@ -33,8 +33,8 @@ const (
 
 // Setup registers every webhook on mgr's webhook server.
 func Setup(mgr manager.Manager, fw *pipeline.Framework) error {
+	mgr.GetWebhookServer().Register(TrainJobDefaulterPath, trainJobDefaulterWebhook(&TrainJobDefaulter{}))
 	err := builder.WebhookManagedBy(mgr, &trainer.TrainJob{}).
-		WithDefaulter(&TrainJobDefaulter{}).
 		WithValidator(&TrainJobValidator{client: mgr.GetClient(), live: mgr.GetAPIReader(), framework: fw,
 			decoder: serializer.NewCodecFactory(mgr.GetScheme()).UniversalDeserializer()}).
 		Complete()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -283,6 +284,25 @@ spec:
 		if p.Time == nil || p.Time.Before(&before) || p.Time.After(time.Now().Add(time.Minute)) {
 			t.Errorf("patch of %s: time %v, want the time of the create (after %v)", p.Manager, p.Time, before)
 		}
+	}
+	// The defaulter sets the times alone: the rest stays as the user wrote it (a typed client would send the
+	// quantity as the Go types spell it).
+	written := &unstructured.Unstructured{}
+	decode(t, `
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata: {name: as-written}
+spec:
+  runtimeRef: {name: `+cluster.Name+`}
+  trainer: {resourcesPerNode: {requests: {cpu: 1000m}}}
+  runtimePatches: [{manager: kueue.x-k8s.io/manager}]`, &written.Object)
+	written.SetNamespace(ns)
+	create(t, written)
+	if cpu, _, _ := unstructured.NestedString(written.Object, "spec", "trainer", "resourcesPerNode", "requests", "cpu"); cpu != "1000m" {
+		t.Errorf("spec.trainer.resourcesPerNode.requests.cpu = %q after the defaulter, want 1000m as created", cpu)
+	}
+	if patches, _, _ := unstructured.NestedSlice(written.Object, "spec", "runtimePatches"); len(patches) != 1 || patches[0].(map[string]any)["time"] == nil {
+		t.Errorf("runtimePatches %v, want one with a time", patches)
 	}
 
 	cases := []struct {
