@@ -80,14 +80,17 @@ demo: ## The product on a local simulated-GPU cluster: a TrainJob followed until
 	@bash test/demo/build-progress.sh "go build ./test/demo" ./test/demo -- go build -o bin/demo/demo ./test/demo
 	@bin/demo/demo -binary=bin/kubectl-trainjob -dir=bin/demo $(DEMO_ARGS)
 
-# FUZZTIME is a duration (10m) or a number of executions (1000000x, the default: the issue's bar).
+# FUZZTIME is a duration (10m) or a number of executions (1000000x, the default: the issue's bar). FUZZ_PARALLEL is
+# go test's -parallel, the number of fuzzing workers (default: GOMAXPROCS); 1 leaves the other cores to the rest.
 .PHONY: fuzz
 # FUZZ_TARGETS: package:target, each fuzzed in turn.
-FUZZ_TARGETS = ./pkg/pipeline/plugins/:FuzzBuild ./pkg/snapshot/:FuzzDecodeSnapshot
-fuzz: ## Fuzz every target of FUZZ_TARGETS in turn (admission and Build, the runtime snapshot's decoding) for FUZZTIME each (default 1000000x).
+FUZZ_TARGETS = ./pkg/pipeline/plugins/:FuzzBuild ./pkg/snapshot/:FuzzDecodeSnapshot \
+	./pkg/operator/webhook/:FuzzAdmissionReview ./pkg/operator/statusserver/:FuzzUpdateStatus \
+	./pkg/operator/apply/:FuzzTakeOverCreate ./pkg/dryrun/:FuzzLoad
+fuzz: ## Fuzz every target of FUZZ_TARGETS in turn (Build, the snapshot, the webhooks, the status server, the take-over, render's loader) for FUZZTIME each (default 1000000x).
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		echo "==> $${t#*:} ($${t%%:*})"; \
-		go test $${t%%:*} -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $${FUZZTIME:-1000000x}; \
+		go test $${t%%:*} -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $${FUZZTIME:-1000000x} $${FUZZ_PARALLEL:+-parallel $$FUZZ_PARALLEL}; \
 	done
 
 # BENCH_N, BENCH_REPEAT, BENCH_TRAINJOBS, BENCH_SUSPENDED, BENCH_CONFIGMAPS, BENCH_CONFIGMAP_KIB, BENCH_CLI_RUNS, … size it

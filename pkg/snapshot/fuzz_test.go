@@ -15,7 +15,7 @@ import (
 // FuzzDecodeSnapshot feeds Decode any bytes as a snapshot's content: anyone who may write ConfigMaps
 // in the namespace can write them. Errors are fine; a panic is not, and a runtime it returns is the one the
 // TrainJob references. `make fuzz` runs it; its seeds run in every `go test`.
-func FuzzDecode(f *testing.F) {
+func FuzzDecodeSnapshot(f *testing.F) {
 	for _, seed := range []string{
 		"apiVersion: trainer.kubeflow.org/v1alpha1\nkind: ClusterTrainingRuntime\nmetadata: {name: torch}\nspec: {template: {spec: {replicatedJobs: [{name: node}]}}}\n",
 		"apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainingRuntime\nmetadata: {name: torch, namespace: team}\nspec: {mlPolicy: {numNodes: 2, torch: {}}}\n",
