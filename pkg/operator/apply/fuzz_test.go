@@ -44,6 +44,14 @@ func FuzzTakeOverCreate(f *testing.F) {
 	} {
 		f.Add([]byte(seed.applied), []byte(seed.fields))
 	}
+	// patch is the take-over's patch of the execution, nil when there was none.
+	var patch []byte
+	a := &Applier{client: fake.NewClientBuilder().WithScheme(scheme.New()).WithInterceptorFuncs(interceptor.Funcs{
+		Patch: func(_ context.Context, _ client.WithWatch, _ client.Object, p client.Patch, _ ...client.PatchOption) (err error) {
+			patch, err = p.Data(nil)
+			return err
+		},
+	}).Build()}
 	f.Fuzz(func(t *testing.T, applied, fields []byte) {
 		u := &unstructured.Unstructured{}
 		if err := u.UnmarshalJSON(applied); err != nil {
@@ -64,14 +72,7 @@ func FuzzTakeOverCreate(f *testing.F) {
 				{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply, APIVersion: "v1", FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:annotations":{"f:note":{}}}}`)}},
 				{Manager: FieldManager, Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1", FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: fields}},
 			}}}
-		var patch []byte
-		c := fake.NewClientBuilder().WithScheme(scheme.New()).WithInterceptorFuncs(interceptor.Funcs{
-			Patch: func(_ context.Context, _ client.WithWatch, _ client.Object, p client.Patch, _ ...client.PatchOption) error {
-				patch, err = p.Data(nil)
-				return err
-			},
-		}).Build()
-		a := &Applier{client: c}
+		patch = nil
 		if err := a.takeOverCreate(context.Background(), u, live); err != nil || patch == nil {
 			return
 		}
