@@ -8,7 +8,10 @@ LDFLAGS := -s -w -X github.com/kubectl-trainjob/kubectl-trainjob/pkg/version.Ver
 	-X github.com/kubectl-trainjob/kubectl-trainjob/pkg/version.GitCommit=$(GIT_COMMIT)
 TOOLS_BIN ?= $(CURDIR)/bin/tools
 export TRAINJOB_TOOLS_BIN := $(TOOLS_BIN)
-GO_TEST_FLAGS ?=
+# -shuffle=on: every run orders each package's tests anew, so a test that needs another to run first fails here.
+# A failing package prints its seed (-test.shuffle N); GO_TEST_FLAGS=-shuffle=N runs that order again. go test
+# caches no shuffled run: the unit tests run at every make test.
+GO_TEST_FLAGS ?= -shuffle=on
 # -trimpath in every go command: without it the compiled packages and test results are keyed by the clone's
 # folder, so a second clone (CI's) compiles and runs every unchanged package and test again.
 export GOFLAGS := -trimpath $(filter-out -trimpath,$(GOFLAGS))
