@@ -1,7 +1,7 @@
-// Package readme holds the map from every command the project's documents show (the README, CONTRIBUTING.md and
-// the pages of docs/) to the tests that run it, and from every example output they show to the golden file it is
-// taken from. The tests themselves live with what they test; this package only checks that the maps are whole
-// and true.
+// Package readme holds the map from every command the project's documents show (the README, CONTRIBUTING.md,
+// test/cluster/README.md and the pages of docs/) to the tests that run it, and from every example output they
+// show to the golden file it is taken from. The tests themselves live with what they test; this package only
+// checks that the maps are whole and true.
 package readme
 
 import (
@@ -26,8 +26,9 @@ type runBy struct {
 }
 
 // documents are the files whose commands and example outputs are checked, from the repository's root: the
-// README, CONTRIBUTING.md and every page of docs/, so that a new page cannot be left out.
-var documents = append([]string{"README.md", "CONTRIBUTING.md"}, docsPages()...)
+// README, CONTRIBUTING.md, the local cluster's README and every page of docs/, so that a new page cannot be left
+// out.
+var documents = append([]string{"README.md", "CONTRIBUTING.md", "test/cluster/README.md"}, docsPages()...)
 
 // docsPages are the Markdown files of docs/, from the repository's root.
 func docsPages() []string {
@@ -46,7 +47,7 @@ func docsPages() []string {
 }
 
 // commands maps each command the documents show to where it runs: the lines of `sh` code blocks, the `$ ` lines
-// of `console` blocks, the demo's try-next list and the examples of command tables. A verbatim command appears
+// of `console` blocks, the demo's try-next list, the examples of command tables and whole commands in prose. A verbatim command appears
 // as a Go string in the package of its first test; the try-next list is the demo's own
 // (TestContributingShowsTryNext).
 var commands = map[string]runBy{
@@ -128,9 +129,13 @@ var commands = map[string]runBy{
 	"kubectl-trainjob status too-big": {tests: []string{"test/demo.TestNoWait", "test/e2e.TestDoesNotFitStaysPending"}, verbatim: true},
 	"kubectl-trainjob delete too-big": {tests: []string{"test/demo.TestNoWait", "test/e2e.TestDoesNotFitStaysPending"}, verbatim: true},
 
+	// docs/real-node.md's prose: the demo prints it and runs it.
+	"kubectl trainjob logs sgd --rank all": {tests: []string{"test/demo.TestNoWait"}},
+
 	// docs/performance.md.
-	"make bench":       {tests: []string{"test/bench.TestSmoke"}},
-	"make bench-scale": {tests: []string{"test/bench.TestScaleSmoke"}},
+	"make bench":                       {tests: []string{"test/bench.TestSmoke"}},
+	"kubectl trainjob list -A -o json": {tests: []string{"test/bench.TestScaleSmoke"}},
+	"make bench-scale":                 {tests: []string{"test/bench.TestScaleSmoke"}},
 }
 
 // outputs maps each command whose output a document shows (in a `console` block) to the golden file the output
@@ -269,6 +274,18 @@ func TestMatchOutput(t *testing.T) {
 	}
 }
 
+// TestProseCommands: the commands prose shows in inline code, and the mentions of a command that are not one.
+func TestProseCommands(t *testing.T) {
+	doc := "Run `kubectl trainjob logs sgd --rank all` and `kubectl-trainjob list -A -o json`; `kubectl trainjob status`,\n" +
+		"`kubectl trainjob create -f`, `kubectl trainjob status NAME`, `kubectl trainjob logs llama-mk -n <ns>`,\n" +
+		"`kubectl trainjob create --queue gpu …` and `make tools` name commands.\n" +
+		"```sh\nkubectl trainjob delete llama --now\n```\n"
+	want := []string{"kubectl trainjob logs sgd --rank all", "kubectl-trainjob list -A -o json"}
+	if got := proseCommands(doc); !slices.Equal(got, want) {
+		t.Errorf("proseCommands = %q, want %q", got, want)
+	}
+}
+
 // TestCIRunsMakeTest: `make test` is what CI runs (.ci/run), the suite that runs every test of the map.
 func TestCIRunsMakeTest(t *testing.T) {
 	data := read(t, repoRoot(t), ".ci/run")
@@ -323,6 +340,30 @@ func shownCommands(doc string) []string {
 	}
 	for _, m := range regexp.MustCompile("(?m)\\|\\s*`((?:kubectl trainjob|kubectl-trainjob) [^`]*)`\\s*\\|").FindAllStringSubmatch(doc, -1) {
 		add(m[1])
+	}
+	for _, c := range proseCommands(doc) {
+		add(c)
+	}
+	return out
+}
+
+// proseCommands are the whole `kubectl trainjob …` commands that a document's prose shows in inline code, outside
+// its code blocks: a command and its arguments, as a user would type it. A command named alone (`kubectl trainjob
+// status`), or with a flag named alone (`kubectl trainjob create -f`), or with a placeholder (<ns>, NAME, …, a|b)
+// names a command rather than showing one, and is left out.
+func proseCommands(doc string) []string {
+	doc = regexp.MustCompile("(?ms)^```.*?^```").ReplaceAllString(doc, "")
+	var out []string
+	for _, m := range regexp.MustCompile("`((?:kubectl trainjob|kubectl-trainjob) [^`]*)`").FindAllStringSubmatch(doc, -1) {
+		words := strings.Fields(m[1])
+		if words[0] == "kubectl" {
+			words = words[1:]
+		}
+		args := words[1:]
+		if len(args) < 2 || strings.HasPrefix(args[len(args)-1], "-") || regexp.MustCompile(`[<…|]|\b[A-Z]{2,}\b`).MatchString(m[1]) {
+			continue
+		}
+		out = append(out, strings.Join(strings.Fields(m[1]), " "))
 	}
 	return out
 }
