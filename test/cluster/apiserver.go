@@ -100,6 +100,9 @@ func (c *Cluster) startAPIServer(ctx context.Context) error {
 		CRDDirectoryPaths:     c.opts.CRDDirs,
 		CRDs:                  crds,
 		ErrorIfCRDPathMissing: true,
+		// envtest waits 10 s for the CRDs to be served; on a loaded 2-core machine the API server took 20 s to
+		// serve the trainer group, and the cluster failed to start.
+		CRDInstallOptions:     envtest.CRDInstallOptions{MaxTime: 2 * time.Minute},
 		BinaryAssetsDirectory: c.opts.ToolsDir,
 	}
 	cfg, err := c.env.Start()
