@@ -64,7 +64,9 @@ func (c *Cluster) startAPIServer(ctx context.Context) error {
 		return err
 	}
 	apiPort, etcdPort := ports[0], ports[1]
-	api := &envtest.APIServer{Path: apiserver, CertDir: certDir, Out: apiLog, Err: apiLog}
+	// StartTimeout: envtest gives the API server 20 s to answer; under load 25-30 on 2 cores it took longer five
+	// times in a row, and every test of test/integration/cli that started then failed.
+	api := &envtest.APIServer{Path: apiserver, CertDir: certDir, Out: apiLog, Err: apiLog, StartTimeout: 2 * time.Minute}
 	api.SecureServing.Address, api.SecureServing.Port = "127.0.0.1", strconv.Itoa(apiPort)
 	// KWOK's nodes carry their name as Hostname address too, which does not resolve: reach them by IP.
 	api.Configure().Set("kubelet-preferred-address-types", "InternalIP")
