@@ -73,11 +73,10 @@ func (b *bench) failover(ctx context.Context) error {
 	b.logf("failover: %d TrainJobs, SIGKILL of the leader (replica %d) %v in", n, leader, killAfter)
 	ctx, cancel := context.WithTimeout(ctx, roundTimeout(n)+2*time.Minute)
 	defer cancel()
-	trainJobs, err := b.watcher.Watch(ctx, &trainer.TrainJobList{}, client.InNamespace(ns))
+	trainJobs, err := b.watchTrainJobs(ctx, ns)
 	if err != nil {
 		return err
 	}
-	defer func() { trainJobs.Stop() }()
 
 	var created atomic.Int32
 	var killed, leads, lastCreated time.Time
@@ -130,37 +129,17 @@ func (b *bench) failover(ctx context.Context) error {
 	var lastBuilt time.Time
 	g.Go(func() error {
 		built := map[string]bool{}
-		see := func(tj *trainer.TrainJob) {
-			if !built[tj.Name] && meta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobComponentsCreated) {
-				built[tj.Name] = true
-				lastBuilt = time.Now()
-			}
-		}
 		for len(built) < n {
 			select {
 			case <-gctx.Done():
 				return fmt.Errorf("%d of %d TrainJobs with ComponentsCreated=True: %w", len(built), n, gctx.Err())
-			case ev, ok := <-trainJobs.ResultChan():
-				if ok && ev.Type != watch.Error {
-					if tj, isTrainJob := ev.Object.(*trainer.TrainJob); isTrainJob {
-						see(tj)
-					}
-					continue
+			case tj, ok := <-trainJobs:
+				if !ok {
+					return fmt.Errorf("the watch of TrainJobs in %s ended", ns)
 				}
-				// The API server ended the watch (it does under load): list, and watch again from there.
-				trainJobs.Stop()
-				var list trainer.TrainJobList
-				if err := b.admin.List(gctx, &list, client.InNamespace(ns)); err != nil {
-					return err
-				}
-				for i := range list.Items {
-					see(&list.Items[i])
-				}
-				var err error
-				trainJobs, err = b.watcher.Watch(gctx, &trainer.TrainJobList{}, client.InNamespace(ns),
-					&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion}})
-				if err != nil {
-					return err
+				if !built[tj.Name] && meta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobComponentsCreated) {
+					built[tj.Name] = true
+					lastBuilt = time.Now()
 				}
 			}
 		}
@@ -194,4 +173,57 @@ func (b *bench) createRetrying(ctx context.Context, tj *trainer.TrainJob) error 
 		return fmt.Errorf("create TrainJob %s/%s: %w (last: %v)", tj.Namespace, tj.Name, err, last)
 	}
 	return nil
+}
+
+// watchTrainJobs sends the TrainJobs of ns as the API server reports them, until ctx ends, and then closes the
+// channel. A watch that the API server ends (it does under load) is followed by a list, whose items are sent,
+// and a watch from there, as the throughput rounds' JobSet watch does.
+func (b *bench) watchTrainJobs(ctx context.Context, ns string) (<-chan *trainer.TrainJob, error) {
+	w, err := b.watcher.Watch(ctx, &trainer.TrainJobList{}, client.InNamespace(ns))
+	if err != nil {
+		return nil, err
+	}
+	ch := make(chan *trainer.TrainJob)
+	send := func(tj *trainer.TrainJob) bool {
+		select {
+		case ch <- tj:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	go func() {
+		defer close(ch)
+		defer func() { w.Stop() }()
+		for {
+			var ev watch.Event
+			var ok bool
+			select {
+			case <-ctx.Done():
+				return
+			case ev, ok = <-w.ResultChan():
+			}
+			if ok && ev.Type != watch.Error {
+				if tj, isTrainJob := ev.Object.(*trainer.TrainJob); isTrainJob && !send(tj) {
+					return
+				}
+				continue
+			}
+			w.Stop()
+			var list trainer.TrainJobList
+			if err := b.admin.List(ctx, &list, client.InNamespace(ns)); err != nil {
+				return
+			}
+			for i := range list.Items {
+				if !send(&list.Items[i]) {
+					return
+				}
+			}
+			if w, err = b.watcher.Watch(ctx, &trainer.TrainJobList{}, client.InNamespace(ns),
+				&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion}}); err != nil {
+				return
+			}
+		}
+	}()
+	return ch, nil
 }

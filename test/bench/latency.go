@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"golang.org/x/sync/errgroup"
 
@@ -91,11 +90,10 @@ func (b *bench) steadyLoad(ctx context.Context, rate int, ns string) (res Latenc
 		return res, err
 	}
 	defer jobSets.Stop()
-	trainJobs, err := b.watcher.Watch(ctx, &trainer.TrainJobList{}, client.InNamespace(ns))
+	trainJobs, err := b.watchTrainJobs(ctx, ns)
 	if err != nil {
 		return res, err
 	}
-	defer trainJobs.Stop()
 
 	g, gctx := errgroup.WithContext(ctx)
 	sentAll := make(chan struct{})
@@ -139,12 +137,11 @@ func (b *bench) steadyLoad(ctx context.Context, rate int, ns string) (res Latenc
 				if i, ok := index(ev.Object, n); ok && jobSet[i].IsZero() {
 					jobSet[i] = time.Now()
 				}
-			case ev, ok := <-trainJobs.ResultChan():
-				if !ok || ev.Type == watch.Error {
-					return fmt.Errorf("the watch of TrainJobs in %s ended: %v", ns, ev.Object)
+			case tj, ok := <-trainJobs:
+				if !ok {
+					return fmt.Errorf("the watch of TrainJobs in %s ended", ns)
 				}
-				tj, isTrainJob := ev.Object.(*trainer.TrainJob)
-				if i, ok := index(ev.Object, n); ok && isTrainJob && components[i].IsZero() &&
+				if i, ok := index(tj, n); ok && components[i].IsZero() &&
 					meta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobComponentsCreated) {
 					components[i] = time.Now()
 					done++
