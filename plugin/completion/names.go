@@ -99,18 +99,30 @@ func RuntimeNames(f cmdutil.Factory) cobra.CompletionFunc {
 }
 
 // TrainJobNodes completes the Kubernetes nodes the pods of the TrainJob named by the first argument run on
-// (logs --node).
+// (logs --node): its pods (cmdutil.Lineage), not every pod with its labels.
 func TrainJobNodes(f cmdutil.Factory) cobra.CompletionFunc {
 	return FromCluster(f, func(ctx context.Context, cl client.Client, ns string, _ *cobra.Command, args []string, toComplete string) []cobra.Completion {
 		if len(args) == 0 {
 			return nil
 		}
-		var pods corev1.PodList
-		if cl.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{jobsetv1alpha2.JobSetNameKey: args[0]}) != nil {
+		tj := &trainer.TrainJob{}
+		if cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: args[0]}, tj) != nil {
+			return nil
+		}
+		lineage, err := cmdutil.ReadLineage(ctx, cl, tj)
+		if err != nil {
+			return nil
+		}
+		var all corev1.PodList
+		if cl.List(ctx, &all, client.InNamespace(ns), cmdutil.ChildrenOf(args[0])) != nil {
+			return nil
+		}
+		pods, err := lineage.Pods(ctx, all.Items)
+		if err != nil {
 			return nil
 		}
 		var nodes []cobra.Completion
-		for _, p := range pods.Items {
+		for _, p := range pods {
 			if n := p.Spec.NodeName; n != "" && strings.HasPrefix(n, toComplete) && !slices.Contains(nodes, n) {
 				nodes = append(nodes, n)
 			}

@@ -107,10 +107,25 @@ func ReadCluster(ctx context.Context, c client.Reader, opts ReadOptions) (*Clust
 }
 
 // podRequests is what the pods bound to a node and not ended request on each node, a pod counting as 1 of
-// the node's "pods", without those of own; and how many of own's it left out.
+// the node's "pods", without those of own; and how many of own's it left out. Own's pods are those its
+// JobSet's label selects and cmdutil.Lineage owns (read once, at the first such pod): a pod that only carries
+// the label is counted as any other.
 func podRequests(ctx context.Context, c client.Reader, own *trainer.TrainJob) (map[string]corev1.ResourceList, int, error) {
 	used := map[string]corev1.ResourceList{}
 	ownPods := 0
+	var lineage *cmdutil.Lineage
+	isOwn := func(p *corev1.Pod) (bool, error) {
+		if own == nil || p.Namespace != own.Namespace || p.Labels[jobsetv1alpha2.JobSetNameKey] != own.Name {
+			return false, nil
+		}
+		if lineage == nil {
+			var err error
+			if lineage, err = cmdutil.ReadLineage(ctx, c, own); err != nil {
+				return false, err
+			}
+		}
+		return lineage.Owns(ctx, p)
+	}
 	bound := fields.AndSelectors(fields.OneTermNotEqualSelector("spec.nodeName", ""),
 		fields.OneTermNotEqualSelector("status.phase", string(corev1.PodSucceeded)),
 		fields.OneTermNotEqualSelector("status.phase", string(corev1.PodFailed)))
@@ -122,7 +137,9 @@ func podRequests(ctx context.Context, c client.Reader, own *trainer.TrainJob) (m
 		}
 		for i := range pods.Items {
 			p := &pods.Items[i]
-			if own != nil && p.Namespace == own.Namespace && p.Labels[jobsetv1alpha2.JobSetNameKey] == own.Name {
+			if ok, err := isOwn(p); err != nil {
+				return nil, 0, err
+			} else if ok {
 				ownPods++
 				continue
 			}

@@ -273,7 +273,8 @@ var ownedKinds = []struct {
 }
 
 // children describes what tj owns: "jobset/x, 2 jobs, 8 pods, configmap/x-runtime-snapshot", and the kinds
-// it had no right to read.
+// it had no right to read. The Jobs and pods are those whose controller chain ends at tj's JobSet
+// (cmdutil.Lineage), not every one with its labels.
 func (o *DeleteOptions) children(ctx context.Context, tj *trainer.TrainJob) (found, unreadable []string) {
 	ns := client.InNamespace(tj.Namespace)
 	note := func(kind string, err error) bool {
@@ -283,17 +284,25 @@ func (o *DeleteOptions) children(ctx context.Context, tj *trainer.TrainJob) (fou
 		return err == nil
 	}
 	js := &jobsetv1alpha2.JobSet{}
-	if err := o.Client.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: tj.Name}, js); note("jobsets", err) && metav1.IsControlledBy(js, tj) {
+	if err := o.Client.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: tj.Name}, js); !note("jobsets", err) {
+		js = nil
+	} else if metav1.IsControlledBy(js, tj) {
 		found = append(found, "jobset/"+js.Name)
 	}
-	ofJobSet := client.MatchingLabels{jobsetv1alpha2.JobSetNameKey: tj.Name}
 	jobs := &batchv1.JobList{}
-	if err := o.Client.List(ctx, jobs, ns, ofJobSet); note("jobs", err) && len(jobs.Items) > 0 {
-		found = append(found, count(len(jobs.Items), "job"))
+	jobsErr := o.Client.List(ctx, jobs, ns, cmdutil.ChildrenOf(tj.Name))
+	lineage := cmdutil.NewLineage(tj, js, jobs.Items, jobsErr, o.Client)
+	if note("jobs", jobsErr) {
+		if n := len(lineage.Jobs(jobs.Items)); n > 0 {
+			found = append(found, count(n, "job"))
+		}
 	}
 	pods := &corev1.PodList{}
-	if err := o.Client.List(ctx, pods, ns, ofJobSet); note("pods", err) && len(pods.Items) > 0 {
-		found = append(found, count(len(pods.Items), "pod"))
+	if err := o.Client.List(ctx, pods, ns, cmdutil.ChildrenOf(tj.Name)); note("pods", err) {
+		// A Job that fails to be read leaves the pods out: the prompt says what it could tell.
+		if owned, _ := lineage.Pods(ctx, pods.Items); len(owned) > 0 {
+			found = append(found, count(len(owned), "pod"))
+		}
 	}
 	for _, k := range ownedKinds {
 		l := &metav1.PartialObjectMetadataList{}

@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/stage"
@@ -25,10 +24,12 @@ import (
 // its pods and decides; every container read has a goroutine of its own (followedTail.run) that it signals.
 // The design is stern's: re-target on a new pod or a restarted container, resume from the last timestamp.
 type follower struct {
-	o      *LogsOptions
-	out    *printer
-	plan   *plan
-	prefix bool
+	o       *LogsOptions
+	tj      *trainer.TrainJob // as read when the follow began: its UID is what the pods must lead to
+	out     *printer
+	plan    *plan
+	lineage *cmdutil.Lineage // tells the TrainJob's pods from pods that only carry its labels; made with the plan
+	prefix  bool
 	// seen is set once the TrainJob was seen running: pods seen before are followed from then on, so that a
 	// TrainJob already terminal when the follow begins has its logs read once, in pipeline order (finish).
 	seen   bool
@@ -45,9 +46,10 @@ type tailKey struct {
 	container string
 }
 
-func newFollower(o *LogsOptions) *follower {
+func newFollower(o *LogsOptions, tj *trainer.TrainJob) *follower {
 	return &follower{
 		o:      o,
+		tj:     tj,
 		out:    o.printer(),
 		pods:   map[types.UID]*corev1.Pod{},
 		tails:  map[tailKey]*followedTail{},
@@ -125,7 +127,7 @@ func (f *follower) watch(ctx context.Context, events chan<- event) error {
 	}
 	ns, name := f.o.Namespace, f.o.Name
 	for _, w := range []cmdutil.Watch{
-		{Object: &corev1.Pod{}, Namespace: ns, Options: []client.ListOption{client.MatchingLabels{jobsetv1alpha2.JobSetNameKey: name}}},
+		{Object: &corev1.Pod{}, Namespace: ns, Options: []client.ListOption{cmdutil.ChildrenOf(name)}},
 		{Object: &trainer.TrainJob{}, Namespace: ns, Options: []client.ListOption{client.MatchingFields{"metadata.name": name}}},
 	} {
 		done, err := w.Start(ctx, f.o.client, send)
@@ -142,14 +144,11 @@ func (f *follower) resolvePlan(ctx context.Context) error {
 	if f.plan != nil {
 		return nil
 	}
-	js := &jobsetv1alpha2.JobSet{}
-	if err := f.o.client.Get(ctx, client.ObjectKey{Namespace: f.o.Namespace, Name: f.o.Name}, js); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
+	lineage, err := cmdutil.ReadLineage(ctx, f.o.client, f.tj)
+	if err != nil || lineage.JobSet() == nil {
 		return err
 	}
-	p, err := newPlan(f.o.sel, f.o.Name, js)
+	p, err := newPlan(f.o.sel, f.o.Name, lineage.JobSet())
 	if err != nil {
 		return err
 	}
@@ -157,7 +156,7 @@ func (f *follower) resolvePlan(ctx context.Context) error {
 	if known && n > f.o.MaxLogRequests {
 		return tooManyStreams(n, f.o.MaxLogRequests, p)
 	}
-	f.plan, f.prefix = p, f.o.usePrefix(n, known)
+	f.plan, f.prefix, f.lineage = p, f.o.usePrefix(n, known), lineage
 	return f.followPods(ctx)
 }
 
@@ -181,11 +180,15 @@ func tooManyStreams(n, limit int, p *plan) error {
 		"read them without -f (at most %d at once), or raise --max-log-requests to %d", p.describe(), n, limit, limit, n)
 }
 
-// pod starts, signals or ends the reading of a pod's containers after a change of the pod.
+// pod starts, signals or ends the reading of a pod's containers after a change of the pod: a pod of the
+// TrainJob (its Job, maybe new, is read if need be), not one that only carries its labels.
 func (f *follower) pod(ctx context.Context, pod *corev1.Pod, deleted bool) error {
 	t, ok := f.plan.match(pod)
 	if !ok {
 		return nil
+	}
+	if owned, err := f.lineage.Owns(ctx, pod); err != nil || !owned {
+		return err
 	}
 	names, err := f.o.containersOf(pod, t.step)
 	if err != nil {
@@ -262,19 +265,19 @@ func (f *follower) finish(ctx context.Context, tj *trainer.TrainJob) error {
 	}
 	if f.plan != nil {
 		// The pod watch may lag behind the TrainJob's: take the pods as they are now.
-		var pods corev1.PodList
-		if err := f.o.client.List(ctx, &pods, client.InNamespace(f.o.Namespace), client.MatchingLabels{jobsetv1alpha2.JobSetNameKey: f.o.Name}); err != nil {
+		pods, err := f.o.pods(ctx, f.lineage)
+		if err != nil {
 			return err
 		}
 		if len(f.tails) == 0 {
 			// Nothing followed yet: the TrainJob ended before the follow began. Each log is read once, in
 			// pipeline order.
-			if err := f.readInOrder(ctx, pods.Items); err != nil {
+			if err := f.readInOrder(ctx, pods); err != nil {
 				return err
 			}
 		}
-		for i := range pods.Items {
-			if err := f.pod(ctx, &pods.Items[i], false); err != nil {
+		for i := range pods {
+			if err := f.pod(ctx, &pods[i], false); err != nil {
 				return err
 			}
 		}

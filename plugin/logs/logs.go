@@ -16,13 +16,10 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/stage"
@@ -297,20 +294,20 @@ func (o *LogsOptions) Run(ctx context.Context) error {
 		return o.runFailed(ctx, tj)
 	}
 	if o.Follow {
-		return newFollower(o).run(ctx)
+		return newFollower(o, tj).run(ctx)
 	}
-	js := &jobsetv1alpha2.JobSet{}
-	if err := o.client.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: o.Name}, js); err != nil {
-		if apierrors.IsNotFound(err) {
-			return fmt.Errorf("TrainJob %s has no pods yet (stage %s, no JobSet); follow it with: kubectl trainjob logs %s -f", o.Name, stage.Of(tj), o.Name)
-		}
-		return err
-	}
-	p, err := newPlan(o.sel, o.Name, js)
+	lineage, err := cmdutil.ReadLineage(ctx, o.client, tj)
 	if err != nil {
 		return err
 	}
-	pods, err := o.pods(ctx)
+	if lineage.JobSet() == nil {
+		return fmt.Errorf("TrainJob %s has no pods yet (stage %s, no JobSet); follow it with: kubectl trainjob logs %s -f", o.Name, stage.Of(tj), o.Name)
+	}
+	p, err := newPlan(o.sel, o.Name, lineage.JobSet())
+	if err != nil {
+		return err
+	}
+	pods, err := o.pods(ctx, lineage)
 	if err != nil {
 		return err
 	}
@@ -356,19 +353,23 @@ func (o *LogsOptions) Run(ctx context.Context) error {
 	return nil
 }
 
-// pods are the pods of the TrainJob's JobSet.
-func (o *LogsOptions) pods(ctx context.Context) ([]corev1.Pod, error) {
+// pods are the pods of the TrainJob's JobSet: those its label selects that lineage owns.
+func (o *LogsOptions) pods(ctx context.Context, lineage *cmdutil.Lineage) ([]corev1.Pod, error) {
 	var pods corev1.PodList
-	if err := o.client.List(ctx, &pods, client.InNamespace(o.Namespace), client.MatchingLabels{jobsetv1alpha2.JobSetNameKey: o.Name}); err != nil {
+	if err := o.client.List(ctx, &pods, client.InNamespace(o.Namespace), cmdutil.ChildrenOf(o.Name)); err != nil {
 		return nil, err
 	}
-	return pods.Items, nil
+	return lineage.Pods(ctx, pods.Items)
 }
 
 // runFailed prints the log of the container that failed first (plugin/failure, as status finds it): of its
 // previous instance when it has restarted since. What failed goes to stderr, so that stdout is the log.
 func (o *LogsOptions) runFailed(ctx context.Context, tj *trainer.TrainJob) error {
-	pods, err := o.pods(ctx)
+	lineage, err := cmdutil.ReadLineage(ctx, o.client, tj)
+	if err != nil {
+		return err
+	}
+	pods, err := o.pods(ctx, lineage)
 	if err != nil {
 		return err
 	}
@@ -468,11 +469,6 @@ func (p *plan) describe() string {
 		d += " on node " + p.node
 	}
 	return d
-}
-
-// podSelector selects the pods of a TrainJob's JobSet.
-func podSelector(name string) string {
-	return labels.Set{jobsetv1alpha2.JobSetNameKey: name}.String()
 }
 
 // logsClientset is the clientset that reads the logs, with no client-side

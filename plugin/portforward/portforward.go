@@ -219,11 +219,12 @@ type follower struct {
 	pods     map[types.UID]*corev1.Pod // the pods of the trainer's replicated job
 	changed  chan struct{}
 
-	perJob  int         // pods per Job of the trainer, once its JobSet is read
-	current *corev1.Pod // the pod forwarded to last
-	gone    bool        // current is gone, and the user was told
-	ports   []string    // the ports forwarded to current, local ports as they were bound
-	fw      *forwarding // the forwarding running, nil between pods
+	perJob  int              // pods per Job of the trainer, once its JobSet is read
+	lineage *cmdutil.Lineage // tells the TrainJob's pods from pods that only carry its labels; read with perJob
+	current *corev1.Pod      // the pod forwarded to last
+	gone    bool             // current is gone, and the user was told
+	ports   []string         // the ports forwarded to current, local ports as they were bound
+	fw      *forwarding      // the forwarding running, nil between pods
 	retry   <-chan time.Time
 }
 
@@ -244,7 +245,7 @@ func (f *follower) run(ctx context.Context) error {
 	defer cancel()
 	for _, w := range []cmdutil.Watch{
 		{Object: &corev1.Pod{}, Namespace: o.namespace, Options: []client.ListOption{
-			client.MatchingLabels{jobsetv1alpha2.JobSetNameKey: o.Name, jobsetv1alpha2.ReplicatedJobNameKey: trainer.Node}}},
+			cmdutil.ChildrenOf(o.Name), client.MatchingLabels{jobsetv1alpha2.ReplicatedJobNameKey: trainer.Node}}},
 		{Object: &trainer.TrainJob{}, Namespace: o.namespace, Options: []client.ListOption{client.MatchingFields{"metadata.name": o.Name}}},
 	} {
 		if _, err := w.Start(watchCtx, o.client, f.handle); err != nil {
@@ -372,8 +373,9 @@ func (f *follower) end() (bool, error) {
 	return true, nil
 }
 
-// pod is the running pod of the rank: of the trainer's pods that run and are not being deleted, the one with
-// that rank that replaced the others (cmdutil.NewerPod); nil when there is none.
+// pod is the running pod of the rank: of the TrainJob's trainer pods (cmdutil.Lineage: not any pod with its
+// labels) that run and are not being deleted, the one with that rank that replaced the others
+// (cmdutil.NewerPod); nil when there is none.
 func (f *follower) pod(ctx context.Context) (*corev1.Pod, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -396,6 +398,12 @@ func (f *follower) pod(ctx context.Context) (*corev1.Pod, error) {
 		if !ok || rank != f.o.Rank || p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
 			continue
 		}
+		if owned, err := f.lineage.Owns(ctx, p); err != nil || !owned {
+			if err != nil {
+				return nil, err
+			}
+			continue
+		}
 		if best == nil || cmdutil.NewerPod(p, best) {
 			best = p
 		}
@@ -403,13 +411,19 @@ func (f *follower) pod(ctx context.Context) (*corev1.Pod, error) {
 	return best, nil
 }
 
-// ranks reads the trainer's shape from the TrainJob's JobSet: the pods per Job, and whether the rank is one
-// of its ranks.
+// ranks reads the TrainJob's JobSet and Jobs into f.lineage, and the trainer's shape from the JobSet: the pods
+// per Job, and whether the rank is one of its ranks. Without a JobSet that the TrainJob controls, no pod is
+// its: 0, to be read again when pods change.
 func (f *follower) ranks(ctx context.Context) (int, error) {
 	o := f.o
-	js := &jobsetv1alpha2.JobSet{}
-	if err := o.client.Get(ctx, client.ObjectKey{Namespace: o.namespace, Name: o.Name}, js); err != nil {
+	lineage, err := cmdutil.ReadLineage(ctx, o.client, f.tj)
+	if err != nil {
 		return 0, fmt.Errorf("cannot read the JobSet of TrainJob %s: %w", o.Name, err)
+	}
+	f.lineage = lineage
+	js := lineage.JobSet()
+	if js == nil {
+		return 0, nil
 	}
 	for _, rj := range js.Spec.ReplicatedJobs {
 		if rj.Name != trainer.Node {

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin"
@@ -76,10 +77,16 @@ func TestRemotePorts(t *testing.T) {
 // that replaced the others.
 func TestPodOfRank(t *testing.T) {
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	tj := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Name: "llama", UID: "tj"}}
+	js := &jobsetv1alpha2.JobSet{ObjectMeta: metav1.ObjectMeta{Name: "llama", UID: "js",
+		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(tj, trainer.GroupVersion.WithKind(trainer.TrainJobKind))}}}
+	job := batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "llama-node-0", UID: "job",
+		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(js, jobsetv1alpha2.GroupVersion.WithKind("JobSet"))}}}
 	pod := func(name string, rank, attempt int, created time.Duration, phase corev1.PodPhase, deleting bool) *corev1.Pod {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
 			Name: name, UID: types.UID(name), CreationTimestamp: metav1.NewTime(base.Add(created)),
-			Labels: map[string]string{batchv1.JobCompletionIndexAnnotation: strconv.Itoa(rank), cmdutil.RestartAttemptLabel: strconv.Itoa(attempt)},
+			Labels:          map[string]string{batchv1.JobCompletionIndexAnnotation: strconv.Itoa(rank), cmdutil.RestartAttemptLabel: strconv.Itoa(attempt)},
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(&job, batchv1.SchemeGroupVersion.WithKind("Job"))},
 		}, Status: corev1.PodStatus{Phase: phase}}
 		if deleting {
 			p.DeletionTimestamp = &metav1.Time{Time: base}
@@ -99,7 +106,8 @@ func TestPodOfRank(t *testing.T) {
 		{"a later restart of the JobSet", []*corev1.Pod{pod("later", 0, 1, 0, corev1.PodRunning, false), pod("earlier", 0, 0, time.Minute, corev1.PodRunning, false)}, "later"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := &follower{o: &PortForwardOptions{Name: "llama", Rank: 0}, tj: &trainer.TrainJob{}, perJob: 2, pods: map[types.UID]*corev1.Pod{}}
+			f := &follower{o: &PortForwardOptions{Name: "llama", Rank: 0}, tj: tj, perJob: 2, pods: map[types.UID]*corev1.Pod{},
+				lineage: cmdutil.NewLineage(tj, js, []batchv1.Job{job}, nil, nil)}
 			for _, p := range tc.pods {
 				f.pods[p.UID] = p
 			}

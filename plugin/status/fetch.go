@@ -28,37 +28,40 @@ type Reader struct {
 	Client client.Reader
 	// Kueue reads what Kueue says of a TrainJob in a LocalQueue; nil reads nothing.
 	Kueue *kueue.Client
-	// Logs reads the end of the log of the first failed container, and with it the JobSet is read for its
-	// failure policy; nil reads neither (a follower printing lines has no use for them).
+	// Logs reads the end of the log of the first failed container, and with it the JobSet is kept for its
+	// failure policy; nil keeps neither (a follower printing lines has no use for them).
 	Logs kubernetes.Interface
 }
 
-// Fetch reads the TrainJob and everything Summarize needs, in four requests made at once: the TrainJob, the
-// Jobs and the pods of its JobSet, and the namespace's Events. The Jobs and Events are optional: a user
-// without the right to read them, or a TrainJob whose controller has not built them yet, still gets a
-// summary (stage times then come from the pods). The JobSet itself is not read unless a container failed: the
-// TrainJob holds its counts (jobsStatus), and its Jobs and pods show that it exists.
+// Fetch reads the TrainJob and everything Summarize needs, in five requests made at once: the TrainJob, its
+// JobSet, the Jobs and the pods the JobSet's label selects, and the namespace's Events. Of those Jobs and pods
+// only the TrainJob's are kept (cmdutil.Lineage: the controller chain to the JobSet the TrainJob controls, a
+// Job created since the list read once more); a pod that only carries the labels is not shown. The JobSet,
+// Jobs and Events are optional: a user without the right to read them, or a TrainJob whose controller has not
+// built them yet, still gets a summary (stage times then come from the pods; without a JobSet, no pods).
 //
-// Then, at once: only while a pod cannot be scheduled, a fifth request reads the nodes, to tell whether
+// Then, at once: only while a pod cannot be scheduled, one more request reads the nodes, to tell whether
 // taints alone keep it off them (a user who may not read nodes gets the scheduler's message instead); only for
 // a TrainJob in a Kueue LocalQueue, with rd.Kueue, at most four more (fetchQueue); and only when a container
-// failed and the TrainJob is not Complete, with rd.Logs, two more (fetchFailure): the JobSet, for its failure
-// policy and restarts, and the end of the first failed container's log. At most eleven in all,
+// failed and the TrainJob is not Complete, with rd.Logs, one more (fetchFailure): the end of the first failed
+// container's log. At most eleven in all,
 // but for a TrainJob that MultiKueue dispatched to a worker cluster: then, once its Workload names the worker,
-// the worker's MultiKueueCluster and kubeconfig Secret (once per kc) and four to seven requests against the
+// the worker's MultiKueueCluster and kubeconfig Secret (once per kc) and five to seven requests against the
 // worker instead of the nodes and the failure (fetchWorker).
 func Fetch(ctx context.Context, rd Reader, namespace, name string) (Objects, error) {
 	c, kc := rd.Client, rd.Kueue
 	var (
-		tj                             *trainer.TrainJob
-		jobs                           batchv1.JobList
-		pods                           corev1.PodList
-		events                         corev1.EventList
-		tjErr, jobsErr, podsErr, evErr error
-		wg                             sync.WaitGroup
+		tj                                    *trainer.TrainJob
+		js                                    = &jobsetv1alpha2.JobSet{}
+		jobs                                  batchv1.JobList
+		pods                                  corev1.PodList
+		events                                corev1.EventList
+		tjErr, jsErr, jobsErr, podsErr, evErr error
+		wg                                    sync.WaitGroup
 	)
-	children := []client.ListOption{client.InNamespace(namespace), client.MatchingLabels{jobsetv1alpha2.JobSetNameKey: name}}
+	children := []client.ListOption{client.InNamespace(namespace), cmdutil.ChildrenOf(name)}
 	wg.Go(func() { tj, tjErr = cmdutil.GetTrainJob(ctx, c, namespace, name) })
+	wg.Go(func() { jsErr = c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, js) })
 	wg.Go(func() { jobsErr = c.List(ctx, &jobs, children...) })
 	wg.Go(func() { podsErr = c.List(ctx, &pods, children...) })
 	wg.Go(func() { evErr = c.List(ctx, &events, client.InNamespace(namespace)) })
@@ -67,8 +70,8 @@ func Fetch(ctx context.Context, rd Reader, namespace, name string) (Objects, err
 	if tjErr != nil {
 		return Objects{}, tjErr
 	}
-	in := Objects{TrainJob: tj, Jobs: jobs.Items, Pods: pods.Items, Events: events.Items}
-	for _, err := range []error{jobsErr, evErr} {
+	in := Objects{TrainJob: tj, Events: events.Items}
+	for _, err := range []error{jsErr, jobsErr, evErr} {
 		if err != nil && !optional(err) {
 			return in, err
 		}
@@ -76,7 +79,16 @@ func Fetch(ctx context.Context, rd Reader, namespace, name string) (Objects, err
 	if podsErr != nil {
 		return in, podsErr
 	}
-	var nodesErr, queueErr, failureErr error
+	if jsErr != nil {
+		js = nil
+	}
+	lineage := cmdutil.NewLineage(tj, js, jobs.Items, jobsErr, c)
+	in.Jobs = lineage.Jobs(jobs.Items)
+	var err error
+	if in.Pods, err = lineage.Pods(ctx, pods.Items); err != nil {
+		return in, err
+	}
+	var nodesErr, queueErr error
 	if slices.ContainsFunc(in.Pods, func(p corev1.Pod) bool { _, ok := unschedulable(&p); return ok }) {
 		wg.Go(func() {
 			var nodes corev1.NodeList
@@ -90,34 +102,20 @@ func Fetch(ctx context.Context, rd Reader, namespace, name string) (Objects, err
 	}
 	if rd.Logs != nil && stage.Of(tj) != stage.Complete {
 		if f := failure.First(failure.Objects{Pods: in.Pods, Jobs: in.Jobs}); f != nil {
-			wg.Go(func() { in.JobSet, in.FailureLog, failureErr = fetchFailure(ctx, rd, tj, f) })
+			wg.Go(func() { in.JobSet, in.FailureLog = lineage.JobSet(), fetchFailure(ctx, rd, tj, f) })
 		}
 	}
 	wg.Wait()
-	if err := errors.Join(nodesErr, queueErr, failureErr); err != nil {
+	if err := errors.Join(nodesErr, queueErr); err != nil {
 		return in, err
 	}
 	return in, fetchWorker(ctx, rd, &in)
 }
 
-// fetchFailure reads, at once, the JobSet of tj (for its failure policy and restarts; nil when it cannot be
-// read) and the last failure.LogLines lines of the log of the container that failed first, f: of its previous
-// instance when it has restarted since. A log that cannot be read says why instead: the kubelet may be gone
-// with its node, or the container never started.
-func fetchFailure(ctx context.Context, rd Reader, tj *trainer.TrainJob, f *failure.Failure) (*jobsetv1alpha2.JobSet, *FailureLog, error) {
-	var (
-		js    *jobsetv1alpha2.JobSet
-		jsErr error
-		wg    sync.WaitGroup
-	)
-	wg.Go(func() {
-		got := &jobsetv1alpha2.JobSet{}
-		if jsErr = rd.Client.Get(ctx, client.ObjectKeyFromObject(tj), got); jsErr == nil {
-			js = got
-		} else if optional(jsErr) {
-			jsErr = nil
-		}
-	})
+// fetchFailure reads the last failure.LogLines lines of the log of the container that failed first, f: of its
+// previous instance when it has restarted since. A log that cannot be read says why instead: the kubelet may be
+// gone with its node, or the container never started.
+func fetchFailure(ctx context.Context, rd Reader, tj *trainer.TrainJob, f *failure.Failure) *FailureLog {
 	l := &FailureLog{Pod: f.Pod, Container: f.Container, Previous: f.Previous}
 	switch {
 	case f.Pod == "":
@@ -125,21 +123,18 @@ func fetchFailure(ctx context.Context, rd Reader, tj *trainer.TrainJob, f *failu
 	case f.ExitCode == nil:
 		l.Unavailable = "the container never started"
 	default:
-		wg.Go(func() {
-			opts := &corev1.PodLogOptions{Container: f.Container, Previous: f.Previous,
-				TailLines: ptr.To[int64](failure.LogLines), LimitBytes: ptr.To[int64](maxFailureLogBytes)}
-			data, err := rd.Logs.CoreV1().Pods(tj.Namespace).GetLogs(f.Pod, opts).DoRaw(ctx)
-			if err != nil {
-				l.Unavailable = cmdutil.APIMessage(err)
-				return
-			}
-			if text := strings.TrimSuffix(string(data), "\n"); text != "" {
-				l.Lines = strings.Split(text, "\n")
-			}
-		})
+		opts := &corev1.PodLogOptions{Container: f.Container, Previous: f.Previous,
+			TailLines: ptr.To[int64](failure.LogLines), LimitBytes: ptr.To[int64](maxFailureLogBytes)}
+		data, err := rd.Logs.CoreV1().Pods(tj.Namespace).GetLogs(f.Pod, opts).DoRaw(ctx)
+		if err != nil {
+			l.Unavailable = cmdutil.APIMessage(err)
+			break
+		}
+		if text := strings.TrimSuffix(string(data), "\n"); text != "" {
+			l.Lines = strings.Split(text, "\n")
+		}
 	}
-	wg.Wait()
-	return js, l, jsErr
+	return l
 }
 
 // maxFailureLogBytes bounds the log status reads: twenty lines of a program that prints no newline could be

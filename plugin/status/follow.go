@@ -14,7 +14,6 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/stage"
@@ -107,7 +106,7 @@ func follow(ctx context.Context, rd Reader, c client.WithWatch, namespace, name 
 	// Watch first, then read: no change can fall between the two.
 	changes, err := cmdutil.Changes(ctx, c, resyncInterval,
 		cmdutil.Watch{Object: &trainer.TrainJob{}, Namespace: namespace, Options: []client.ListOption{client.MatchingFields{"metadata.name": name}}},
-		cmdutil.Watch{Object: &corev1.Pod{}, Namespace: namespace, Options: []client.ListOption{client.MatchingLabels{jobsetv1alpha2.JobSetNameKey: name}}},
+		cmdutil.Watch{Object: &corev1.Pod{}, Namespace: namespace, Options: []client.ListOption{cmdutil.ChildrenOf(name)}},
 		cmdutil.Watch{Object: &corev1.Event{}, Namespace: namespace},
 	)
 	if err != nil {

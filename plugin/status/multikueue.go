@@ -54,9 +54,10 @@ type WorkerObjects struct {
 }
 
 // fetchWorker reads the worker of a dispatched TrainJob whose Workload names one, into in: the worker's
-// MultiKueueCluster and Secret (kc.Worker: two requests, once per Client), then Fetch's four requests (five
-// while a pod is unschedulable) against the worker, and, with rd.Logs, when a container failed there, two
-// more: the worker's JobSet and the end of that container's log, which is where the failure's cause is. A
+// MultiKueueCluster and Secret (kc.Worker: two requests, once per Client), then Fetch's five requests (six
+// while a pod is unschedulable) against the worker, and, with rd.Logs, when a container failed there, one
+// more: the end of that container's log, which is where the failure's cause is. The worker's pods are those
+// of the JobSet its copy of the TrainJob controls. A
 // worker that cannot be read is no error: in.Worker says why.
 func fetchWorker(ctx context.Context, rd Reader, in *Objects) error {
 	c, kc := rd.Client, rd.Kueue

@@ -191,7 +191,8 @@ type Warning struct {
 // Objects are what a Summary is built from.
 type Objects struct {
 	TrainJob *trainer.TrainJob
-	// Jobs and Pods are those of the TrainJob's JobSet.
+	// Jobs and Pods are those of the TrainJob's JobSet: their controller chain ends at the JobSet the
+	// TrainJob controls (cmdutil.Lineage), not merely its labels.
 	Jobs []batchv1.Job
 	Pods []corev1.Pod
 	// Events of the namespace; Summarize keeps those of the TrainJob and its children.
@@ -205,7 +206,7 @@ type Objects struct {
 	// Worker is what was read of the worker cluster of a TrainJob that MultiKueue dispatched; Jobs, Pods,
 	// Nodes and the Events of the TrainJob's children are then the worker's.
 	Worker *WorkerObjects
-	// JobSet is the TrainJob's JobSet and FailureLog the end of the log of its first failed container, read
+	// JobSet is the TrainJob's JobSet and FailureLog the end of the log of its first failed container, kept
 	// only when a container failed (nil otherwise, or when they cannot be read).
 	JobSet     *jobsetv1alpha2.JobSet
 	FailureLog *FailureLog

@@ -39,33 +39,39 @@ func TestCompletion(t *testing.T) {
 	c := apiCluster(t)
 	cl := adminClient(t, c)
 	ns := newNamespace(t, cl)
+	f := &fixture{t: t, c: cl, ns: ns}
+	var llama *trainer.TrainJob
 	for _, name := range []string{"llama-ft", "llama-pt", "bert"} {
 		tj := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: trainer.TrainJobSpec{RuntimeRef: trainer.RuntimeRef{Name: "torch-distributed"}}}
 		if err := cl.Create(t.Context(), tj); err != nil {
 			t.Fatal(err)
+		}
+		if name == "llama-ft" {
+			llama = tj
 		}
 	}
 	rt := &trainer.TrainingRuntime{ObjectMeta: metav1.ObjectMeta{Name: "team-torch", Namespace: ns}, Spec: minimalRuntimeSpec()}
 	if err := cl.Create(t.Context(), rt); err != nil {
 		t.Fatal(err)
 	}
-	// llama-ft runs: a dataset initializer, and four trainer nodes on two hosts.
-	js := &jobsetv1alpha2.JobSet{ObjectMeta: metav1.ObjectMeta{Name: "llama-ft", Namespace: ns}, Spec: jobsetv1alpha2.JobSetSpec{ReplicatedJobs: []jobsetv1alpha2.ReplicatedJob{
+	// llama-ft runs: a dataset initializer, and four trainer nodes on two hosts, in its JobSet's Job. A pod
+	// with its labels on gpu-node-7 that nothing owns is not its (TestStatus/ForeignPods).
+	f.create(&jobsetv1alpha2.JobSet{ObjectMeta: metav1.ObjectMeta{Name: "llama-ft", OwnerReferences: []metav1.OwnerReference{owner(llama)}}, Spec: jobsetv1alpha2.JobSetSpec{ReplicatedJobs: []jobsetv1alpha2.ReplicatedJob{
 		{Name: trainer.DatasetInitializerName, Replicas: 1, Template: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: podTemplate(trainer.DatasetInitializerName)}}},
 		{Name: trainer.Node, Replicas: 1, Template: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Parallelism: ptr.To[int32](4), Completions: ptr.To[int32](4), Template: podTemplate(trainer.Node)}}},
-	}}}
-	if err := cl.Create(t.Context(), js); err != nil {
-		t.Fatal(err)
-	}
-	for i, node := range []string{"gpu-node-1", "gpu-node-0", "gpu-node-1", "gpu-node-0"} {
-		pod := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("llama-ft-node-0-%d-abcde", i), Namespace: ns, Labels: map[string]string{
+	}}})
+	f.create(&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "llama-ft-node-0", Labels: map[string]string{jobsetv1alpha2.JobSetNameKey: "llama-ft"},
+		OwnerReferences: f.controller(&jobsetv1alpha2.JobSet{}, "llama-ft")}, Spec: batchv1.JobSpec{Template: podTemplate(trainer.Node)}})
+	for i, node := range []string{"gpu-node-1", "gpu-node-0", "gpu-node-1", "gpu-node-0", "gpu-node-7"} {
+		var owners []metav1.OwnerReference
+		if i < 4 {
+			owners = f.controller(&batchv1.Job{}, "llama-ft-node-0")
+		}
+		f.create(&corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("llama-ft-node-0-%d-abcde", i), OwnerReferences: owners, Labels: map[string]string{
 				jobsetv1alpha2.JobSetNameKey: "llama-ft", jobsetv1alpha2.ReplicatedJobNameKey: trainer.Node, batchv1.JobCompletionIndexAnnotation: strconv.Itoa(i)}},
 			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: trainer.Node, Image: "busybox"}}},
-		}
-		if err := cl.Create(t.Context(), pod); err != nil {
-			t.Fatal(err)
-		}
+		})
 	}
 	kube := kubeArgs(c, ns)
 	n := Normalizer{Replace: map[string]string{ns: "<ns>"}}

@@ -5,12 +5,14 @@ import (
 	"path/filepath"
 	"testing"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
@@ -101,8 +103,23 @@ func TestFit(t *testing.T) {
 	}
 
 	// llama exists now, and one of its pods runs on gpu-node-1: fit leaves it out of what the node uses, and
-	// says whether llama would fit if it started now.
-	f.create(busyPod("llama-node-0-0-x01", cluster.GPUNodeName(1), map[string]string{jobsetv1alpha2.JobSetNameKey: "llama"}))
+	// says whether llama would fit if it started now. A pod on gpu-node-3 with llama's label that nothing owns
+	// is not llama's: it counts as any other (TestStatus/ForeignPods). The JobSet and Job are managed by
+	// another controller (managedBy), so that the cluster's JobSet and Job controllers leave them as they are.
+	llama := &trainer.TrainJob{}
+	if err := cl.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "llama"}, llama); err != nil {
+		t.Fatal(err)
+	}
+	elsewhere := ptr.To("example.com/elsewhere")
+	f.create(&jobsetv1alpha2.JobSet{ObjectMeta: metav1.ObjectMeta{Name: "llama", OwnerReferences: []metav1.OwnerReference{owner(llama)}},
+		Spec: jobsetv1alpha2.JobSetSpec{ManagedBy: elsewhere, ReplicatedJobs: []jobsetv1alpha2.ReplicatedJob{{Name: trainer.Node, Replicas: 1,
+			Template: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: podTemplate(trainer.Node)}}}}}})
+	f.create(&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "llama-node-0", Labels: map[string]string{jobsetv1alpha2.JobSetNameKey: "llama"},
+		OwnerReferences: f.controller(&jobsetv1alpha2.JobSet{}, "llama")}, Spec: batchv1.JobSpec{ManagedBy: elsewhere, Template: podTemplate(trainer.Node)}})
+	ownPod := busyPod("llama-node-0-0-x01", cluster.GPUNodeName(1), map[string]string{jobsetv1alpha2.JobSetNameKey: "llama"})
+	ownPod.OwnerReferences = f.controller(&batchv1.Job{}, "llama-node-0")
+	f.create(ownPod)
+	f.create(busyPod("llama-node-0-1-stray", cluster.GPUNodeName(3), map[string]string{jobsetv1alpha2.JobSetNameKey: "llama"}))
 	t.Run("live", func(t *testing.T) { run(t, "live", "fit", "llama") })
 	t.Run("live-yaml", func(t *testing.T) { run(t, "live-yaml", "fit", "llama", "-o", "yaml") })
 

@@ -62,6 +62,9 @@ func TestLogs(t *testing.T) {
 	w.write(node1, trainer.Node, "rank 1 epoch 1", "rank 1 epoch 2")
 	rank0.WaitForOutput(t, "epoch 2 loss 1.87")
 	rank1.WaitForOutput(t, "rank 1 epoch 2")
+	// A pod with the labels of rank 0 that nothing owns comes while they follow: it is not llama's, and no
+	// command reads it (TestStatus/ForeignPods).
+	w.stray(llama, 0, "a stray pod's line")
 
 	// Rank 0's container restarts right after a line was written: that line comes from the run that ended,
 	// the next ones from the new run, each once.
@@ -95,6 +98,7 @@ func TestLogs(t *testing.T) {
 	simJobSet(f, bert, 0)
 	bert0 := w.running("bert", trainer.Node, 0)
 	w.write(bert0, trainer.Node, "fine-tuning bert", "done")
+	w.stray(bert, 0, "a stray pod's line")
 	bert.Status.Conditions = []metav1.Condition{condition(trainer.TrainJobComplete, "JobSetCompleted", "jobset completed", metav1.ConditionTrue, at(bert, time.Minute))}
 	f.updateStatus(bert)
 
@@ -274,6 +278,28 @@ func (w *podLogs) runningReplacement(jobSet, rj string, rank int, old types.UID)
 		return false, nil
 	}))
 	return found
+}
+
+// stray creates a pod with the labels of tj's trainer pod of rank that nothing owns, running on a CPU node,
+// and writes lines to its log once it runs.
+func (w *podLogs) stray(tj *trainer.TrainJob, rank int, lines ...string) {
+	w.t.Helper()
+	job := tj.Name + "-" + trainer.Node + "-0"
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d-stray", job, rank), Namespace: w.ns, Labels: map[string]string{
+			jobsetv1alpha2.JobSetNameKey: tj.Name, jobsetv1alpha2.ReplicatedJobNameKey: trainer.Node, jobsetv1alpha2.JobIndexKey: "0",
+			batchv1.JobCompletionIndexAnnotation: strconv.Itoa(rank), batchv1.JobNameLabel: job}},
+		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, SchedulingGates: []corev1.PodSchedulingGate{{Name: logsGate}},
+			Containers: []corev1.Container{{Name: trainer.Node, Image: "busybox", Env: []corev1.EnvVar{{Name: cluster.EnvRunSeconds, Value: "3600"}}}}},
+	}
+	if err := w.cl.Create(w.t.Context(), p); err != nil {
+		w.t.Fatal(err)
+	}
+	cluster.Eventually(w.t, "pod "+p.Name+" running", waitTimeout, cluster.Holds(func(ctx context.Context) (bool, error) {
+		err := w.cl.Get(ctx, client.ObjectKeyFromObject(p), p)
+		return err == nil && p.Status.Phase == corev1.PodRunning, err
+	}))
+	w.write(p, trainer.Node, lines...)
 }
 
 func (w *podLogs) write(pod *corev1.Pod, container string, lines ...string) {

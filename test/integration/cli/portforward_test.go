@@ -23,15 +23,18 @@ func TestPortForward(t *testing.T) {
 
 	two := f.trainJob("two", 1, false)
 	f.jobSet(two, trainer.Node)
+	f.job(two, trainer.Node, 1, jobTimes{start: 5 * time.Second, end: -1})
 	f.pod(two, podState{rj: trainer.Node, rank: 0, node: "gpu-node-0", phase: corev1.PodPending, waiting: "ContainerCreating"})
 	f.trainJob("pending", 1, false)
 	done := f.trainJob("done", 1, false)
 	f.jobSet(done, trainer.Node)
+	f.job(done, trainer.Node, 1, jobTimes{start: 5 * time.Second, end: time.Minute})
 	f.pod(done, podState{rj: trainer.Node, rank: 0, node: "gpu-node-0", phase: corev1.PodSucceeded, started: 5 * time.Second, finished: time.Minute})
 	done.Status.Conditions = []metav1.Condition{condition(trainer.TrainJobComplete, "JobSetCompleted", "jobset completed", metav1.ConditionTrue, at(done, time.Minute))}
 	f.updateStatus(done)
 	oom := f.trainJob("oom", 1, false)
 	f.jobSet(oom, trainer.Node)
+	f.job(oom, trainer.Node, 1, jobTimes{start: 5 * time.Second, end: time.Minute, failed: true})
 	f.pod(oom, podState{rj: trainer.Node, rank: 0, node: "gpu-node-0", phase: corev1.PodFailed, started: 5 * time.Second, finished: time.Minute})
 	oom.Status.Conditions = []metav1.Condition{condition(trainer.TrainJobFailed, "FailedJobs", "jobset failed due to one or more job failures", metav1.ConditionTrue, at(oom, time.Minute))}
 	f.updateStatus(oom)

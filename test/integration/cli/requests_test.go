@@ -74,8 +74,9 @@ func (l *requestLog) take() []string {
 	return r
 }
 
-// TestRequests counts the API requests of the commands issue 8 measures: `status` makes at most four (the
-// TrainJob, its Jobs, its pods, the namespace's Events, read at once), two more when a container failed,
+// TestRequests counts the API requests of the commands issue 8 measures: `status` makes at most five (the
+// TrainJob, its JobSet, its Jobs, its pods, the namespace's Events, read at once: the JobSet is what tells
+// its pods from pods that only carry its labels), one more when a container failed,
 // `list` one LIST per page and one GET per
 // runtime its table needs (none for other formats, none for TrainJobs that give their nodes and resources),
 // and neither reads discovery. For a TrainJob in a Kueue LocalQueue both ask whether Kueue's API is served
@@ -94,8 +95,8 @@ func TestRequests(t *testing.T) {
 			t.Fatal(res)
 		}
 		want := statusRequests(f.ns, "llama")
-		if len(got) > 4 {
-			t.Errorf("status made %d API requests, want at most 4:\n%s", len(got), strings.Join(got, "\n"))
+		if len(got) > 5 {
+			t.Errorf("status made %d API requests, want at most 5:\n%s", len(got), strings.Join(got, "\n"))
 		}
 		// They are made at once: their order is not the code's.
 		if diff := cmp.Diff(want, got, cmpSorted); diff != "" {
@@ -103,8 +104,8 @@ func TestRequests(t *testing.T) {
 		}
 	})
 
-	// A container failed: two requests more, made at once, the JobSet (for its failure policy) and the end of
-	// that container's log (which no kubelet serves here: status says why).
+	// A container failed: one request more, the end of that container's log (which no kubelet serves here:
+	// status says why); the JobSet, read anyway, gives its failure policy.
 	t.Run("status of a Failed TrainJob", func(t *testing.T) {
 		f := fixtureOn(t, c)
 		failedTrainJob(f, "oom")
@@ -114,7 +115,6 @@ func TestRequests(t *testing.T) {
 			t.Fatal(res)
 		}
 		want := append(statusRequests(f.ns, "oom"),
-			"GET /apis/jobset.x-k8s.io/v1alpha2/namespaces/"+f.ns+"/jobsets/oom",
 			"GET /api/v1/namespaces/"+f.ns+"/pods/oom-node-0-0-x00/log?container=node&limitBytes=65536&tailLines=20")
 		if diff := cmp.Diff(want, got, cmpSorted); diff != "" {
 			t.Errorf("status requests (-want +got):\n%s", diff)
@@ -206,12 +206,13 @@ func TestRequests(t *testing.T) {
 	})
 }
 
-// statusRequests are the four requests `status NAME` makes in namespace ns: the TrainJob, the Jobs and pods of its
-// JobSet, and the namespace's Events.
+// statusRequests are the five requests `status NAME` makes in namespace ns: the TrainJob, its JobSet, the Jobs
+// and pods of its JobSet, and the namespace's Events.
 func statusRequests(ns, name string) []string {
 	children := "labelSelector=" + url.QueryEscape(jobsetv1alpha2.JobSetNameKey+"="+name)
 	return []string{
 		"GET /apis/trainer.kubeflow.org/v1alpha1/namespaces/" + ns + "/trainjobs/" + name,
+		"GET /apis/jobset.x-k8s.io/v1alpha2/namespaces/" + ns + "/jobsets/" + name,
 		"GET /apis/batch/v1/namespaces/" + ns + "/jobs?" + children,
 		"GET /api/v1/namespaces/" + ns + "/pods?" + children,
 		"GET /api/v1/namespaces/" + ns + "/events",

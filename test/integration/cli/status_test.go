@@ -12,11 +12,13 @@ import (
 	"github.com/spf13/cobra"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
@@ -120,6 +122,22 @@ func (f *fixture) jobSet(tj *trainer.TrainJob, replicatedJobs ...string) {
 	f.create(js)
 }
 
+// controller is the controller reference to the object of obj's kind named name, as its controller sets it;
+// none when there is no such object.
+func (f *fixture) controller(obj client.Object, name string) []metav1.OwnerReference {
+	f.t.Helper()
+	if err := f.c.Get(f.t.Context(), client.ObjectKey{Namespace: f.ns, Name: name}, obj); apierrors.IsNotFound(err) {
+		return nil
+	} else if err != nil {
+		f.t.Fatal(err)
+	}
+	gvk, err := apiutil.GVKForObject(obj, f.c.Scheme())
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return []metav1.OwnerReference{*metav1.NewControllerRef(obj, gvk)}
+}
+
 func owner(tj *trainer.TrainJob) metav1.OwnerReference {
 	return metav1.OwnerReference{APIVersion: trainer.GroupVersion.String(), Kind: trainer.TrainJobKind, Name: tj.Name,
 		UID: tj.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}
@@ -136,12 +154,14 @@ type jobTimes struct {
 	failed     bool
 }
 
-// job creates Job <tj>-<rj>-0 of the JobSet, with the status the Job controller writes.
+// job creates Job <tj>-<rj>-0 of the JobSet, controlled by it (when it exists) as the JobSet controller makes
+// it, with the status the Job controller writes.
 func (f *fixture) job(tj *trainer.TrainJob, rj string, pods int32, tm jobTimes) {
 	f.t.Helper()
 	j := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: tj.Name + "-" + rj + "-0", Labels: map[string]string{
-			jobsetv1alpha2.JobSetNameKey: tj.Name, jobsetv1alpha2.ReplicatedJobNameKey: rj, jobsetv1alpha2.JobIndexKey: "0"}},
+			jobsetv1alpha2.JobSetNameKey: tj.Name, jobsetv1alpha2.ReplicatedJobNameKey: rj, jobsetv1alpha2.JobIndexKey: "0"},
+			OwnerReferences: f.controller(&jobsetv1alpha2.JobSet{}, tj.Name)},
 		Spec: batchv1.JobSpec{Parallelism: ptr.To(pods), Completions: ptr.To(pods), CompletionMode: ptr.To(batchv1.IndexedCompletion),
 			BackoffLimit: ptr.To[int32](0), Template: podTemplate(rj)},
 	}
@@ -191,15 +211,23 @@ type podState struct {
 	unscheduled string // the scheduler's message for an unschedulable pod
 }
 
-// pod creates a pod of the TrainJob's JobSet with the status a kubelet (or the scheduler) writes.
+// pod creates a pod of the TrainJob's JobSet, controlled by its Job (when the fixture made it) as the Job
+// controller makes it, with the status a kubelet (or the scheduler) writes.
 func (f *fixture) pod(tj *trainer.TrainJob, s podState) {
+	f.t.Helper()
+	f.podNamed(tj, fmt.Sprintf("%s-%s-0-%d-x%02d", tj.Name, s.rj, s.rank, s.rank), f.controller(&batchv1.Job{}, tj.Name+"-"+s.rj+"-0"), s)
+}
+
+// podNamed creates a pod with the labels of a pod of the TrainJob's JobSet and the given owners.
+func (f *fixture) podNamed(tj *trainer.TrainJob, name string, owners []metav1.OwnerReference, s podState) {
 	f.t.Helper()
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: fmt.Sprintf("%s-%s-0-%d-x%02d", tj.Name, s.rj, s.rank, s.rank),
+			Name: name,
 			Labels: map[string]string{
 				jobsetv1alpha2.JobSetNameKey: tj.Name, jobsetv1alpha2.ReplicatedJobNameKey: s.rj, jobsetv1alpha2.JobIndexKey: "0",
 				batchv1.JobCompletionIndexAnnotation: strconv.Itoa(s.rank), batchv1.JobNameLabel: tj.Name + "-" + s.rj + "-0"},
+			OwnerReferences: owners,
 		},
 		Spec: podTemplate(s.rj).Spec,
 	}
@@ -318,6 +346,7 @@ func TestStatus(t *testing.T) {
 		{"WatchLiveScreen", testStatusWatchLiveScreen},
 		{"Color", testStatusColor},
 		{"Errors", testStatusErrors},
+		{"ForeignPods", testForeignPods},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.test(t, c) })
 	}
@@ -354,6 +383,7 @@ func testStatusJSONStages(t *testing.T, c *cluster.Cluster) {
 		JobsStatus: []trainer.JobStatus{jobStatus("dataset-initializer", 0, 0, 1, 0), jobStatus("node", 0, 0, 1, 0)},
 	}
 	f.updateStatus(tj)
+	f.jobSet(tj, "dataset-initializer", "node")
 	f.job(tj, "dataset-initializer", 1, jobTimes{start: 3 * time.Second, end: 33 * time.Second})
 	f.job(tj, "node", 1, jobTimes{start: 34 * time.Second, end: 5 * time.Minute})
 	res := Run(t, "", []plugin.CommandAdder{statusCmd(tj.CreationTimestamp.Add(time.Hour), false)}, withArgs(kubeArgs(c, f.ns), "status", "done", "-o", "json")...)
@@ -488,6 +518,7 @@ func testStatusWatchLive(t *testing.T, c *cluster.Cluster) {
 	tj := f.trainJob("live", 1, false)
 	tj.Status = trainer.TrainJobStatus{JobsStatus: []trainer.JobStatus{jobStatus("node", 1, 1, 0, 0)}}
 	f.updateStatus(tj)
+	f.jobSet(tj, "node")
 	f.job(tj, "node", 1, jobTimes{start: 10 * time.Second, end: -1})
 	f.pod(tj, podState{rj: "node", node: "gpu-node-0", gpus: 8, phase: corev1.PodRunning, started: 11 * time.Second})
 	run := Start(t, "", []plugin.CommandAdder{statusCmd(tj.CreationTimestamp.Add(time.Minute), false)}, withArgs(kubeArgs(c, f.ns), "status", "live", "-w")...)
