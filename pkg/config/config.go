@@ -75,9 +75,16 @@ const (
 // into status.trainerStatus.
 const FeatureTrainJobStatus = "TrainJobStatus"
 
+// FeatureOptimizationJob gates the OptimizationJob controller (KEP-2605),
+// off by default as upstream's alpha gates are. Upstream names no gate for
+// it yet; this is the API's kind. It gates nothing until the controller
+// exists.
+const FeatureOptimizationJob = "OptimizationJob"
+
 // KnownFeatureGates are the feature gates and their defaults.
 var KnownFeatureGates = map[string]bool{
-	FeatureTrainJobStatus: false,
+	FeatureTrainJobStatus:  false,
+	FeatureOptimizationJob: false,
 }
 
 // Configuration is the operator's configuration file.

@@ -48,7 +48,7 @@ func TestDefault(t *testing.T) {
 			"TrainingRuntime.trainer.kubeflow.org":        1,
 			"ClusterTrainingRuntime.trainer.kubeflow.org": 1,
 		}},
-		FeatureGates: map[string]bool{"TrainJobStatus": false},
+		FeatureGates: map[string]bool{"TrainJobStatus": false, "OptimizationJob": false},
 	}
 	if diff := cmp.Diff(want, cfg); diff != "" {
 		t.Errorf("defaults (-want +got):\n%s", diff)

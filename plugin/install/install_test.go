@@ -173,8 +173,8 @@ func TestUninstallOrder(t *testing.T) {
 		t.Errorf("first deleted: %s, want the webhook configurations first", k)
 	}
 	for i, u := range order {
-		if isCRD(u) != (i >= len(order)-3) {
-			t.Errorf("position %d of %d: %s; want the 3 CRDs last", i, len(order), key(u))
+		if isCRD(u) != (i >= len(order)-4) {
+			t.Errorf("position %d of %d: %s; want the 4 CRDs last", i, len(order), key(u))
 		}
 	}
 	for _, u := range UninstallOrder(objs, true) {

@@ -1,6 +1,6 @@
 // Package v1alpha1 holds the trainer.kubeflow.org/v1alpha1 API: TrainJob,
 // TrainingRuntime and ClusterTrainingRuntime, wire-compatible with Kubeflow
-// Trainer v2.3. JSON names, defaults, enums and CEL rules are part of that
+// Trainer v2.3, and OptimizationJob (KEP-2605) as upstream's main branch has it. JSON names, defaults, enums and CEL rules are part of that
 // contract: never rename or drop a field here, only add.
 //
 // +kubebuilder:object:generate=true
@@ -21,7 +21,8 @@ func AddToScheme(s *runtime.Scheme) error {
 	s.AddKnownTypes(GroupVersion,
 		&TrainJob{}, &TrainJobList{},
 		&TrainingRuntime{}, &TrainingRuntimeList{},
-		&ClusterTrainingRuntime{}, &ClusterTrainingRuntimeList{})
+		&ClusterTrainingRuntime{}, &ClusterTrainingRuntimeList{},
+		&OptimizationJob{}, &OptimizationJobList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }
