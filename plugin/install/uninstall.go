@@ -150,11 +150,12 @@ func (o *Options) waitGone(ctx context.Context, objs []*unstructured.Unstructure
 }
 
 // userData is what lives in the operator's CRDs that install did not put there as it is, and goes with the
-// CRDs: every TrainJob and TrainingRuntime, and each ClusterTrainingRuntime created in the cluster or changed
-// there since install applied it.
+// CRDs: every TrainJob, OptimizationJob and TrainingRuntime, and each ClusterTrainingRuntime created in the
+// cluster or changed there since install applied it.
 type userData struct {
 	trainJobs        int
 	trainJobsIn      map[string][]string // namespace → names, sorted
+	optimizationJobs []string            // namespace/name, sorted
 	trainingRuntimes []string            // namespace/name, sorted
 	clusterRuntimes  []string            // name (what it is), sorted
 	// changedShipped are the shipped ClusterTrainingRuntimes that another field manager than install's
@@ -164,16 +165,17 @@ type userData struct {
 }
 
 func (d *userData) empty() bool {
-	return d.trainJobs == 0 && len(d.trainingRuntimes) == 0 && len(d.clusterRuntimes) == 0
+	return d.trainJobs == 0 && len(d.optimizationJobs) == 0 && len(d.trainingRuntimes) == 0 && len(d.clusterRuntimes) == 0
 }
 
-// summary counts what d holds: "3 TrainJobs, 1 TrainingRuntime and 2 ClusterTrainingRuntimes".
+// summary counts what d holds: "3 TrainJobs, 1 OptimizationJob, 1 TrainingRuntime and 2 ClusterTrainingRuntimes".
 func (d *userData) summary() string {
 	var parts []string
 	for _, p := range []struct {
 		n    int
 		noun string
-	}{{d.trainJobs, "TrainJob"}, {len(d.trainingRuntimes), "TrainingRuntime"}, {len(d.clusterRuntimes), "ClusterTrainingRuntime"}} {
+	}{{d.trainJobs, "TrainJob"}, {len(d.optimizationJobs), "OptimizationJob"}, {len(d.trainingRuntimes), "TrainingRuntime"},
+		{len(d.clusterRuntimes), "ClusterTrainingRuntime"}} {
 		if p.n > 0 {
 			parts = append(parts, plural(p.n, p.noun))
 		}
@@ -191,6 +193,12 @@ func (d *userData) list(w io.Writer) {
 		fmt.Fprintf(w, "  %s in %s (their JobSets and pods go with them):\n", plural(d.trainJobs, "TrainJob"), plural(len(namespaces), "namespace"))
 		for _, ns := range namespaces {
 			fmt.Fprintf(w, "    %s: %s\n", ns, strings.Join(d.trainJobsIn[ns], ", "))
+		}
+	}
+	if n := len(d.optimizationJobs); n > 0 {
+		fmt.Fprintf(w, "  %s (their trials go with them):\n", plural(n, "OptimizationJob"))
+		for _, r := range d.optimizationJobs {
+			fmt.Fprintf(w, "    %s\n", r)
 		}
 	}
 	if n := len(d.trainingRuntimes); n > 0 {
@@ -213,6 +221,12 @@ func (o *Options) survey(ctx context.Context) (*userData, error) {
 	err := o.each(ctx, trainJobGVR, func(item *metav1.PartialObjectMetadata) {
 		d.trainJobs++
 		d.trainJobsIn[item.Namespace] = append(d.trainJobsIn[item.Namespace], item.Name)
+	})
+	if err != nil {
+		return nil, err
+	}
+	err = o.each(ctx, trainJobGVR.GroupVersion().WithResource("optimizationjobs"), func(item *metav1.PartialObjectMetadata) {
+		d.optimizationJobs = append(d.optimizationJobs, item.Namespace+"/"+item.Name)
 	})
 	if err != nil {
 		return nil, err
@@ -248,6 +262,7 @@ func (o *Options) survey(ctx context.Context) (*userData, error) {
 	for _, names := range d.trainJobsIn {
 		slices.Sort(names)
 	}
+	slices.Sort(d.optimizationJobs)
 	slices.Sort(d.trainingRuntimes)
 	slices.Sort(d.clusterRuntimes)
 	return d, nil

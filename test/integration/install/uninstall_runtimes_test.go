@@ -11,8 +11,8 @@ import (
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 )
 
-// TestUninstallKeepsWhatUsersMade: before the CRDs go, --uninstall names every TrainJob, TrainingRuntime and
-// ClusterTrainingRuntime that goes with them — a shipped runtime someone edited too — and --keep-crds keeps
+// TestUninstallKeepsWhatUsersMade: before the CRDs go, --uninstall names every TrainJob, OptimizationJob,
+// TrainingRuntime and ClusterTrainingRuntime that goes with them — a shipped runtime someone edited too — and --keep-crds keeps
 // every runtime a user created or changed (the shipped ones nobody touched go with the operator).
 // The api profile is enough: nothing here waits for a pod (--wait=false).
 func TestUninstallKeepsWhatUsersMade(t *testing.T) {
@@ -47,6 +47,18 @@ func TestUninstallKeepsWhatUsersMade(t *testing.T) {
 	for _, tj := range []*unstructured.Unstructured{trainJob("team-a", "llama"), trainJob("team-a", "mnist"), trainJob("team-b", "bert")} {
 		create(t, api, tj)
 	}
+	sweep := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "OptimizationJob",
+		"metadata": map[string]any{"namespace": "team-b", "name": "sweep"},
+		"spec": map[string]any{
+			"objectives": []any{map[string]any{"metric": "loss", "direction": "Minimize"}},
+			"parameters": []any{map[string]any{"name": "lr", "searchSpace": map[string]any{
+				"logUniform": map[string]any{"min": "0.0001", "max": "0.1"}}}},
+			"numTrials":        int64(4),
+			"trainJobTemplate": map[string]any{"spec": map[string]any{"runtimeRef": map[string]any{"name": "torch-distributed"}}},
+		},
+	}}
+	create(t, api, sweep)
 	teamRuntime := runtimeIn(t, want, "team-a")
 	create(t, api, teamRuntime)
 	userRuntime := runtimeIn(t, want, "")
@@ -67,17 +79,18 @@ func TestUninstallKeepsWhatUsersMade(t *testing.T) {
 
 	lists := []string{
 		"3 TrainJobs in 2 namespaces (their JobSets and pods go with them):\n    team-a: llama, mnist\n    team-b: bert\n",
+		"1 OptimizationJob (their trials go with them):\n    team-b/sweep\n",
 		"1 TrainingRuntime:\n    team-a/team-torch\n",
 		"2 ClusterTrainingRuntimes created or changed in this cluster:\n    my-torch (created here)\n    torch-distributed (shipped, changed by kubectl-edit)\n",
 	}
 	t.Run("without a terminal it lists them and refuses", func(t *testing.T) {
 		run(t, "", false, append(kube, "install", "--uninstall", "-n", operatorNamespace)...).
-			expect(t, 1, append(lists, "error: refusing to delete the CRDs without confirmation: that deletes 3 TrainJobs, 1 TrainingRuntime and 2 ClusterTrainingRuntimes, and standard input is not a terminal")...)
+			expect(t, 1, append(lists, "error: refusing to delete the CRDs without confirmation: that deletes 3 TrainJobs, 1 OptimizationJob, 1 TrainingRuntime and 2 ClusterTrainingRuntimes, and standard input is not a terminal")...)
 	})
 	t.Run("it lists them before asking", func(t *testing.T) {
 		run(t, "n\n", true, append(kube, "install", "--uninstall", "-n", operatorNamespace)...).
 			expect(t, 1, append(lists, "Delete the CRDs and all of the above? [y/N]: ", "error: nothing deleted")...)
-		for _, u := range []*unstructured.Unstructured{teamRuntime, userRuntime, edited, untouched} {
+		for _, u := range []*unstructured.Unstructured{sweep, teamRuntime, userRuntime, edited, untouched} {
 			if !api.exists(t, u) {
 				t.Errorf("%s was deleted though the answer was no", ref(u))
 			}
