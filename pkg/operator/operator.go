@@ -35,7 +35,6 @@ import (
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/config"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/intern"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/apply"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/controller"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/metrics"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/webhook"
@@ -203,7 +202,7 @@ func managerOptions(cfg *config.Configuration, pprofBindAddress string, transfor
 // the ones it applies, everything only in the watched namespace if one is
 // set; and what nobody reads is dropped (transform: trimmer.trimForCache).
 func cacheOptions(cfg *config.Configuration, transform toolscache.TransformFunc) cache.Options {
-	owned, _ := labels.NewRequirement(apply.TrainJobNameLabel, selection.Exists, nil)
+	owned, _ := labels.NewRequirement(pipeline.TrainJobNameLabel, selection.Exists, nil)
 	selector := labels.NewSelector().Add(*owned)
 	opts := cache.Options{
 		ByObject: map[client.Object]cache.ByObject{
@@ -291,8 +290,8 @@ func standInForForeign(in any) client.Object {
 	if ref := metav1.GetControllerOfNoCopy(obj); ref != nil {
 		standIn.SetOwnerReferences([]metav1.OwnerReference{*ref})
 	}
-	if name, ok := obj.GetLabels()[apply.TrainJobNameLabel]; ok {
-		standIn.SetLabels(map[string]string{apply.TrainJobNameLabel: name})
+	if name, ok := obj.GetLabels()[pipeline.TrainJobNameLabel]; ok {
+		standIn.SetLabels(map[string]string{pipeline.TrainJobNameLabel: name})
 	}
 	intern.ObjectMeta(standIn)
 	return standIn

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/config"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/apply"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
 )
 
 // TestWebhooksReady: the operator is not ready before its certificates
@@ -43,12 +43,12 @@ func TestWebhooksReady(t *testing.T) {
 func TestStandInForForeign(t *testing.T) {
 	big := strings.Repeat("x", 1<<20)
 	forged := metav1.ObjectMeta{Namespace: "team", Name: "forged", UID: "uid-1", ResourceVersion: "7",
-		Labels:      map[string]string{apply.TrainJobNameLabel: "alpha", "more": big[:63]},
+		Labels:      map[string]string{pipeline.TrainJobNameLabel: "alpha", "more": big[:63]},
 		Annotations: map[string]string{"big": big}}
 	ours := *forged.DeepCopy()
 	ours.OwnerReferences = []metav1.OwnerReference{{APIVersion: "trainer.kubeflow.org/v1alpha1", Kind: "TrainJob", Name: "alpha", UID: "uid-tj", Controller: ptr.To(true)}}
 	wantMeta := metav1.ObjectMeta{Namespace: "team", Name: "forged", UID: "uid-1", ResourceVersion: "7",
-		Labels: map[string]string{apply.TrainJobNameLabel: "alpha"}}
+		Labels: map[string]string{pipeline.TrainJobNameLabel: "alpha"}}
 	for _, tc := range []struct {
 		name   string
 		in     client.Object

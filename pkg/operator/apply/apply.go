@@ -45,13 +45,6 @@ import (
 // operator writes.
 const FieldManager = "trainer"
 
-// The label and the annotation of every object the operator writes, as
-// pipeline.AsApplied sets them.
-const (
-	TrainJobNameLabel     = pipeline.TrainJobNameLabel
-	AppliedHashAnnotation = pipeline.AppliedHashAnnotation
-)
-
 // Applier writes a TrainJob's children and its status.
 type Applier struct {
 	// client reads from the cache and writes to the API server.
@@ -219,7 +212,7 @@ func (a *Applier) read(ctx context.Context, r client.Reader, built client.Object
 // asBuilt tells whether current is as the operator built it: it carries the
 // hash of built, and nobody changed what the operator set since (drift).
 func asBuilt(current, built client.Object) bool {
-	return current.GetAnnotations()[AppliedHashAnnotation] == built.GetAnnotations()[AppliedHashAnnotation] && !drifted(current, built)
+	return current.GetAnnotations()[pipeline.AppliedHashAnnotation] == built.GetAnnotations()[pipeline.AppliedHashAnnotation] && !drifted(current, built)
 }
 
 // toApply converts an object as applied (pipeline.AsApplied) for server-side apply: without status

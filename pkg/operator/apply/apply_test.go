@@ -71,8 +71,8 @@ func TestApplyObject(t *testing.T) {
 	want := map[string]any{
 		"apiVersion": "v1", "kind": "ConfigMap",
 		"metadata": map[string]any{"name": "alpha-mpi-hostfile", "namespace": "ns",
-			"labels":      map[string]any{"a": "b", TrainJobNameLabel: "alpha"},
-			"annotations": map[string]any{AppliedHashAnnotation: u.GetAnnotations()[AppliedHashAnnotation]}},
+			"labels":      map[string]any{"a": "b", pipeline.TrainJobNameLabel: "alpha"},
+			"annotations": map[string]any{pipeline.AppliedHashAnnotation: u.GetAnnotations()[pipeline.AppliedHashAnnotation]}},
 	}
 	if diff := cmp.Diff(want, u.Object); diff != "" {
 		t.Errorf("ConfigMap (-want +got):\n%s", diff)
@@ -82,7 +82,7 @@ func TestApplyObject(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := u.Object["status"]; ok || u.GetLabels() != nil || u.GetAnnotations()[AppliedHashAnnotation] == "" || u.GetKind() != "JobSet" || u.GetAPIVersion() != "jobset.x-k8s.io/v1alpha2" {
+	if _, ok := u.Object["status"]; ok || u.GetLabels() != nil || u.GetAnnotations()[pipeline.AppliedHashAnnotation] == "" || u.GetKind() != "JobSet" || u.GetAPIVersion() != "jobset.x-k8s.io/v1alpha2" {
 		t.Errorf("JobSet: %v; want apiVersion and kind, no status, no label, the hash", u.Object)
 	}
 }

@@ -57,7 +57,7 @@ func TestCreator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hash := built.GetAnnotations()[AppliedHashAnnotation]
+	hash := built.GetAnnotations()[pipeline.AppliedHashAnnotation]
 	if err := cr.create(t.Context(), built, gvk); err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func TestCreator(t *testing.T) {
 	}
 	r := got[0]
 	if r.method != http.MethodPost || r.path != "/apis/jobset.x-k8s.io/v1alpha2/namespaces/ns/jobsets" || r.fieldManager != FieldManager ||
-		r.contentType != "application/json" || r.body.Name != "alpha" || r.body.Annotations[AppliedHashAnnotation] != hash || r.body.Kind != "JobSet" {
+		r.contentType != "application/json" || r.body.Name != "alpha" || r.body.Annotations[pipeline.AppliedHashAnnotation] != hash || r.body.Kind != "JobSet" {
 		t.Errorf("request %s %s?fieldManager=%s (%s), body %s/%s annotations %v; want a POST of the JobSet with its hash, as %s",
 			r.method, r.path, r.fieldManager, r.contentType, r.body.Kind, r.body.Name, r.body.Annotations, FieldManager)
 	}
@@ -91,7 +91,7 @@ func TestCreator(t *testing.T) {
 		t.Errorf("the ConfigMap reached the server: %+v", got[2:])
 	}
 	var stored corev1.ConfigMap
-	if err := c.Get(t.Context(), client.ObjectKeyFromObject(cm), &stored); err != nil || stored.Labels[TrainJobNameLabel] != "alpha" {
+	if err := c.Get(t.Context(), client.ObjectKeyFromObject(cm), &stored); err != nil || stored.Labels[pipeline.TrainJobNameLabel] != "alpha" {
 		t.Errorf("the ConfigMap through the client: %v, labels %v", err, stored.Labels)
 	}
 }

@@ -1,6 +1,8 @@
 package apply
 
 import (
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
+
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,7 +16,7 @@ import (
 func TestDrifted(t *testing.T) {
 	built := func() *jobsetv1alpha2.JobSet {
 		js := &jobsetv1alpha2.JobSet{ObjectMeta: metav1.ObjectMeta{Name: "alpha", Namespace: "ns",
-			Labels: map[string]string{"team": "ml"}, Annotations: map[string]string{AppliedHashAnnotation: "h"}}}
+			Labels: map[string]string{"team": "ml"}, Annotations: map[string]string{pipeline.AppliedHashAnnotation: "h"}}}
 		js.Spec.Suspend = ptr.To(true)
 		js.Spec.ReplicatedJobs = []jobsetv1alpha2.ReplicatedJob{{Name: "node", Replicas: 1}}
 		c := corev1.Container{Name: "node", Image: "trainer", Env: []corev1.EnvVar{{Name: "A", Value: "1"}},

@@ -18,7 +18,7 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/apply"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/snapshot"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/integration/operator/internal/optest"
@@ -78,7 +78,7 @@ func TestCacheScope(t *testing.T) {
 		if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(&cm), stored); err != nil {
 			t.Fatal(err)
 		}
-		if stored.Labels[apply.TrainJobNameLabel] == "" {
+		if stored.Labels[pipeline.TrainJobNameLabel] == "" {
 			t.Errorf("the cache lists ConfigMap %s", cm.Name)
 		}
 	}
@@ -135,7 +135,7 @@ func TestCacheTrimsJobSets(t *testing.T) {
 	if !ptr.Deref(cached.Spec.Suspend, false) {
 		t.Error("the cached JobSet lost spec.suspend")
 	}
-	if cached.Annotations[apply.AppliedHashAnnotation] == "" || cached.ManagedFields != nil {
+	if cached.Annotations[pipeline.AppliedHashAnnotation] == "" || cached.ManagedFields != nil {
 		t.Errorf("cached metadata: annotations %v, %d managed fields; want the applied hash and no managed fields",
 			cached.Annotations, len(cached.ManagedFields))
 	}
@@ -184,7 +184,7 @@ func TestCacheSharesSnapshotContents(t *testing.T) {
 func TestCacheHoldsNoForeignData(t *testing.T) {
 	ns := cluster.NewNamespace(t, env.Client, "test-", nil)
 	createTrainingRuntime(t, ns, "torch", torchSpec())
-	labels := map[string]string{apply.TrainJobNameLabel: "forged"}
+	labels := map[string]string{pipeline.TrainJobNameLabel: "forged"}
 	// Under the API server's limit of 1 MiB an object; the test's own
 	// copies are garbage by the time the heap is measured.
 	const objects, size = 64, 1000 * 1000

@@ -25,8 +25,8 @@ import (
 	volcanov1beta1 "volcano.sh/apis/pkg/apis/scheduling/v1beta1"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/apply"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/controller"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline/plugins/mpi"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/snapshot"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
@@ -144,7 +144,7 @@ func TestEarlierTrainJobsChildren(t *testing.T) {
 	earlier := []metav1.OwnerReference{{APIVersion: trainer.GroupVersion.String(), Kind: trainer.TrainJobKind, Name: "alpha",
 		UID: "0e5e5e5e-0000-4000-8000-000000000001", Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}
 	snapshot := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "alpha" + snapshot.Suffix,
-		Labels: map[string]string{apply.TrainJobNameLabel: "alpha"}, OwnerReferences: earlier},
+		Labels: map[string]string{pipeline.TrainJobNameLabel: "alpha"}, OwnerReferences: earlier},
 		Data: map[string]string{snapshot.Key: "kind: TrainingRuntime\napiVersion: trainer.kubeflow.org/v1alpha1\nmetadata: {name: torch}\n"}}
 	create(t, snapshot)
 	js := &jobsetv1alpha2.JobSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "alpha", OwnerReferences: earlier}}

@@ -19,7 +19,7 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/apply"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline/plugins/flux"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/integration/operator/internal/optest"
@@ -105,7 +105,7 @@ func TestFlux(t *testing.T) {
 		if err := optest.Get(ctx, env.Client, nsName(ns, "alpha-flux-curve"), secret); err != nil {
 			return err
 		}
-		owned := map[string]string{apply.TrainJobNameLabel: "alpha"}
+		owned := map[string]string{pipeline.TrainJobNameLabel: "alpha"}
 		got := map[string]any{
 			"configMapKeys":   slices.Sorted(maps.Keys(cm.Data)),
 			"configMapOwner":  cm.OwnerReferences,

@@ -14,7 +14,7 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
-	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/apply"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/integration/operator/internal/optest"
 )
@@ -127,7 +127,7 @@ func TestOpenMPI(t *testing.T) {
 			"secretOwner":     secret.OwnerReferences,
 			"secretLabels":    secret.Labels,
 		}
-		owned := map[string]string{apply.TrainJobNameLabel: "alpha"}
+		owned := map[string]string{pipeline.TrainJobNameLabel: "alpha"}
 		want := map[string]any{
 			"hostfile":        map[string]string{"hostfile": "alpha-node-0-0.alpha slots=8\nalpha-node-0-1.alpha slots=8\n"},
 			"hostfileOwner":   controllerRef(stored),

@@ -22,6 +22,7 @@ import (
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/apply"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/snapshot"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/integration/operator/internal/optest"
@@ -133,12 +134,12 @@ spec:
 			return err
 		}
 		// The hash of what the operator applied (writes_test.go checks its use).
-		hash := js.Annotations[apply.AppliedHashAnnotation]
+		hash := js.Annotations[pipeline.AppliedHashAnnotation]
 		if hash == "" {
-			return fmt.Errorf("JobSet annotations %v: no %s", js.Annotations, apply.AppliedHashAnnotation)
+			return fmt.Errorf("JobSet annotations %v: no %s", js.Annotations, pipeline.AppliedHashAnnotation)
 		}
 		meta := metav1.ObjectMeta{Name: "alpha", Namespace: ns, Labels: map[string]string{"testingKey": "testingVal"},
-			Annotations: map[string]string{"testingKey": "testingVal", apply.AppliedHashAnnotation: hash}, OwnerReferences: controllerRef(stored)}
+			Annotations: map[string]string{"testingKey": "testingVal", pipeline.AppliedHashAnnotation: hash}, OwnerReferences: controllerRef(stored)}
 		gotMeta := metav1.ObjectMeta{Name: js.Name, Namespace: js.Namespace, Labels: js.Labels, Annotations: js.Annotations, OwnerReferences: js.OwnerReferences}
 		if diff := cmp.Diff(meta, gotMeta); diff != "" {
 			return fmt.Errorf("JobSet metadata (-want +got):\n%s", diff)
