@@ -95,7 +95,7 @@ func (c secretCA) Bundle(ctx context.Context) ([]byte, error) {
 	key := client.ObjectKey{Namespace: c.operator.Namespace, Name: c.operator.WebhookSecretName}
 	var secret corev1.Secret
 	if err := c.reader.Get(ctx, key, &secret); err != nil {
-		return nil, fmt.Errorf("read the CA from webhook certificate Secret %s: %w", key, err)
+		return nil, fmt.Errorf("read webhook certificate Secret %s: %w", key, err)
 	}
 	ca := secret.Data[ServingCAKey]
 	if len(ca) == 0 {

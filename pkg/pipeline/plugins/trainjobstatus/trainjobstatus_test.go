@@ -243,7 +243,7 @@ func TestBuild(t *testing.T) {
 			name:    "Secret missing",
 			runtime: runtime,
 			client:  fake.NewClientBuilder().Build(),
-			wantErr: `read the CA from webhook certificate Secret ops/trainjob-webhook-cert: secrets "trainjob-webhook-cert" not found`,
+			wantErr: `read webhook certificate Secret ops/trainjob-webhook-cert: secrets "trainjob-webhook-cert" not found`,
 		},
 		{
 			name:    "Secret of another namespace does not count",
@@ -263,7 +263,7 @@ func TestBuild(t *testing.T) {
 		{
 			name:    "offline, without the Secret in the input files",
 			runtime: runtime,
-			wantErr: `read the CA from webhook certificate Secret ops/trainjob-webhook-cert: secrets "trainjob-webhook-cert" not found`,
+			wantErr: `read webhook certificate Secret ops/trainjob-webhook-cert: secrets "trainjob-webhook-cert" not found`,
 		},
 	}
 	for _, tc := range cases {
