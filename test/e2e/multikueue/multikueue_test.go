@@ -124,9 +124,9 @@ func TestDispatch(t *testing.T) {
 		if len(s.Pods) != 2 || s.Stage != stage.Training {
 			t.Errorf("status -o json: stage %s, %d pods, want Training with the worker's 2 pods", s.Stage, len(s.Pods))
 		}
-		// Nine requests to the management cluster (docs/commands.md): the four of any TrainJob, Kueue's three
-		// of a running one, the MultiKueueCluster and its Secret. The worker's four go through the Secret's
-		// kubeconfig.
+		// Ten requests to the management cluster (docs/commands.md): the five of any TrainJob (its JobSet read at
+		// once with the rest, before status knows MultiKueue placed it elsewhere), Kueue's three of a running
+		// one, the MultiKueueCluster and its Secret. The worker's go through the Secret's kubeconfig.
 		children := "labelSelector=" + url.QueryEscape(jobsetv1alpha2.JobSetNameKey+"="+running)
 		kueueAPI := "/apis/" + cluster.KueueGroupVersion.String()
 		want := []string{
@@ -134,6 +134,7 @@ func TestDispatch(t *testing.T) {
 			"GET /api/v1/namespaces/" + ns + "/pods?" + children,
 			"GET /api/v1/namespaces/" + cluster.MultiKueueNamespace + "/secrets/" + cluster.MultiKueueSecret,
 			"GET /apis/batch/v1/namespaces/" + ns + "/jobs?" + children,
+			"GET /apis/jobset.x-k8s.io/v1alpha2/namespaces/" + ns + "/jobsets/" + running,
 			"GET /apis/" + cluster.KueueGroupVersion.Group,
 			"GET " + kueueAPI + "/multikueueclusters/" + cluster.MultiKueueWorker,
 			"GET " + kueueAPI + "/namespaces/" + ns + "/localqueues/" + cluster.KueueLocalQueue,
