@@ -6,6 +6,7 @@
 package sgd
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -16,6 +17,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/optimization/search"
 )
 
 // Config is one rank's view of a torch job.
@@ -33,14 +36,30 @@ type Options struct {
 	Pace time.Duration
 	// Timeout bounds the meeting of the ranks and each step's exchange.
 	Timeout time.Duration
+	// LearningRate is the step size of the updates; 0 is DefaultLearningRate.
+	LearningRate float64
 	// Progress, when set, is told after each step.
 	Progress Progress
 }
 
-// OptionsFromEnv reads TRAINER_STEPS (default 20), TRAINER_STEP_PACE (default none) and TRAINER_TIMEOUT
-// (default 2m).
+// DefaultLearningRate is the learning rate of a training that is not given one.
+const DefaultLearningRate = 0.1
+
+// LearningRateEnv is where an OptimizationJob's trial finds its learning rate: KEP-2605's variable of a
+// parameter named lr.
+var LearningRateEnv = search.EnvName("lr")
+
+// OptionsFromEnv reads TRAINER_STEPS (default 20), TRAINER_STEP_PACE (default none), TRAINER_TIMEOUT
+// (default 2m) and LearningRateEnv (default DefaultLearningRate).
 func OptionsFromEnv(getenv func(string) string) (Options, error) {
-	o := Options{Steps: 20, Timeout: 2 * time.Minute}
+	o := Options{Steps: 20, Timeout: 2 * time.Minute, LearningRate: DefaultLearningRate}
+	if s := getenv(LearningRateEnv); s != "" {
+		lr, err := strconv.ParseFloat(s, 64)
+		if err != nil || !(lr > 0) || math.IsInf(lr, 0) {
+			return o, fmt.Errorf("%s=%q: want a number > 0", LearningRateEnv, s)
+		}
+		o.LearningRate = lr
+	}
 	if s := getenv("TRAINER_STEPS"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 {
@@ -64,9 +83,8 @@ func OptionsFromEnv(getenv func(string) string) (Options, error) {
 }
 
 const (
-	features     = 4
-	rowsPerRank  = 64
-	learningRate = 0.1
+	features    = 4
+	rowsPerRank = 64
 )
 
 // Group is one rank's links to the others: the hub, which sums, holds one connection to every other rank;
@@ -103,6 +121,7 @@ type Progress func(step int, loss float64)
 func Train(g *Group, o Options, out io.Writer) error {
 	x, y := shard(g.Rank)
 	w := make([]float64, features)
+	lr := cmp.Or(o.LearningRate, DefaultLearningRate)
 	for step := 1; step <= o.Steps; step++ {
 		began := time.Now()
 		grad, loss := gradient(x, y, w)
@@ -112,7 +131,7 @@ func Train(g *Group, o Options, out io.Writer) error {
 			return fmt.Errorf("step %d: %w", step, err)
 		}
 		for i := range w {
-			w[i] -= learningRate * sum[i] / float64(g.World)
+			w[i] -= lr * sum[i] / float64(g.World)
 		}
 		mean := sum[features] / float64(g.World)
 		fmt.Fprintf(out, "step %d loss %.6f\n", step, mean)
