@@ -48,7 +48,7 @@ var commandGroups = []struct {
 	names   []string
 }{
 	{"Run TrainJobs:", []string{"create", "fit", "rerun", "suspend", "resume", "delete"}},
-	{"Follow and reach them:", []string{"list", "status", "logs", "wait", "port-forward"}},
+	{"Follow and reach them:", []string{"list", "status", "logs", "wait", "port-forward", "dashboard"}},
 	{"See the pipeline:", []string{"describe-pipeline", "render", "runtimes"}},
 	{"Install and run the operator:", []string{"install", "operator", "version"}},
 }

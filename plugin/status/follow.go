@@ -98,17 +98,24 @@ func exitFor(name string) func(stage.Stage, error) error {
 	}
 }
 
+// Watches are what changes a TrainJob's summary: the TrainJob, its pods and the namespace's Events (Kueue
+// records one at each step of a Workload). `status -w` and the dashboard's page of one TrainJob read it again
+// after each change.
+func Watches(namespace, name string) []cmdutil.Watch {
+	return []cmdutil.Watch{
+		{Object: &trainer.TrainJob{}, Namespace: namespace, Options: []client.ListOption{client.MatchingFields{"metadata.name": name}}},
+		{Object: &corev1.Pod{}, Namespace: namespace, Options: []client.ListOption{cmdutil.ChildrenOf(name)}},
+		{Object: &corev1.Event{}, Namespace: namespace},
+	}
+}
+
 // follow calls show with a fresh summary after every change to the TrainJob, its pods or the namespace's
 // Events (Kueue records one at each step of a Workload), until the TrainJob is terminal.
 func follow(ctx context.Context, rd Reader, c client.WithWatch, namespace, name string, clk clock.PassiveClock, show func(*Summary) error) (stage.Stage, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// Watch first, then read: no change can fall between the two.
-	changes, err := cmdutil.Changes(ctx, c, resyncInterval,
-		cmdutil.Watch{Object: &trainer.TrainJob{}, Namespace: namespace, Options: []client.ListOption{client.MatchingFields{"metadata.name": name}}},
-		cmdutil.Watch{Object: &corev1.Pod{}, Namespace: namespace, Options: []client.ListOption{cmdutil.ChildrenOf(name)}},
-		cmdutil.Watch{Object: &corev1.Event{}, Namespace: namespace},
-	)
+	changes, err := cmdutil.Changes(ctx, c, resyncInterval, Watches(namespace, name)...)
 	if err != nil {
 		return "", err
 	}

@@ -88,6 +88,10 @@ var commands = map[string]runBy{
 	"kubectl trainjob completion bash":                                                {tests: []string{"test/integration/cli.TestCompletion"}},
 	"kubectl trainjob rerun llama --set nodes=8":                                      {tests: []string{"test/integration/cli.TestRerun/set"}},
 	"kubectl trainjob port-forward llama 16006:6006 --rank 1":                         {tests: []string{"test/realnode.TestPortForward"}},
+	"kubectl trainjob dashboard":                                                      {tests: []string{"test/integration/cli.TestLifecycle/dashboard"}},
+
+	// docs/dashboard.md.
+	"kubectl trainjob dashboard -A --allow-writes": {tests: []string{"test/integration/cli.TestLifecycle/dashboard"}},
 
 	// docs/commands.md: rerun.
 	"kubectl trainjob rerun llama":                          {tests: []string{"test/integration/cli.TestRerun/rerun"}},

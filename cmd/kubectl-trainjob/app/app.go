@@ -19,6 +19,7 @@ import (
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/completion"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/create"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/dashboard"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/describe"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/fit"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/install"
@@ -65,6 +66,7 @@ func NewCommand(f cmdutil.Factory, streams genericiooptions.IOStreams, opts ...O
 		status.NewCmdStatus,
 		logs.NewCmdLogs,
 		portforward.NewCmdPortForward,
+		dashboard.NewCmd(o.outOfTree),
 		describe.NewCmd(o.outOfTree),
 		render.NewCmd(o.outOfTree),
 		wait.NewCmdWait,

@@ -1,0 +1,439 @@
+// The dashboard's page: plain JavaScript, no framework. It asks the server's JSON API (/api/...) and follows
+// its server-sent events (/api/watch...), so that a change in the cluster shows without a reload. Text from
+// the cluster is only ever set as textContent, never parsed as HTML.
+'use strict';
+
+const STAGES = ['Pending', 'Queued', 'Suspended', 'Initializing', 'Training', 'Complete', 'Failed'];
+
+const state = {
+  config: null,
+  list: null,           // the last TrainJobs event
+  listError: null,      // the last error event of the list
+  filter: '',
+  stage: '',
+  sort: 'created',
+  desc: true,
+  source: null,         // the EventSource of the view shown
+  detail: null,         // the last TrainJob event
+  logPod: '',
+  logAbort: null,
+};
+
+// el makes an element with attributes (class, data-*, …) and children (elements or text).
+function el(tag, attrs, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === 'class') e.className = v;
+    else if (k === 'text') e.textContent = v;
+    else e.setAttribute(k, v === true ? '' : v);
+  }
+  for (const c of children.flat()) {
+    if (c === undefined || c === null) continue;
+    e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return e;
+}
+
+function stageBadge(stage) {
+  return el('span', { class: 'stage stage-' + stage, 'data-stage': stage }, stage);
+}
+
+// age is kubectl's: 45s, 3m12s, 5h, 2d3h.
+function age(t) {
+  if (!t) return '-';
+  const s = Math.max(0, Math.floor((Date.now() - Date.parse(t)) / 1000));
+  if (s < 120) return s + 's';
+  const m = Math.floor(s / 60);
+  if (m < 10) return m + 'm' + (s % 60 ? (s % 60) + 's' : '');
+  if (m < 180) return m + 'm';
+  const h = Math.floor(m / 60);
+  if (h < 48) return h + 'h';
+  const d = Math.floor(h / 24);
+  return d + 'd' + (h % 24 ? (h % 24) + 'h' : '');
+}
+
+function clock(t) {
+  return t ? new Date(t).toLocaleString() : '-';
+}
+
+function setLive(text, ok) {
+  const live = document.getElementById('live');
+  live.textContent = text;
+  live.className = 'live ' + (ok ? 'live-ok' : 'live-down');
+}
+
+// follow opens the server-sent events of url, calling on[name] with each event's data; it replaces the view's
+// previous stream.
+function follow(url, on) {
+  if (state.source) state.source.close();
+  const src = new EventSource(url);
+  state.source = src;
+  src.onopen = () => setLive('live', true);
+  src.onerror = () => setLive('reconnecting', false);
+  for (const [name, fn] of Object.entries(on)) {
+    src.addEventListener(name, (ev) => fn(JSON.parse(ev.data)));
+  }
+}
+
+async function api(method, path) {
+  const resp = await fetch(path, { method, headers: { 'Accept': 'application/json' } });
+  const body = await resp.json().catch(() => ({ error: resp.statusText }));
+  if (!resp.ok) {
+    const err = new Error(body.error || resp.statusText);
+    err.forbidden = !!body.forbidden;
+    throw err;
+  }
+  return body;
+}
+
+// errorBox says what could not be read; a read the user's RBAC refused says Forbidden.
+function errorBox(err) {
+  return el('div', { class: err.forbidden ? 'error forbidden' : 'error', role: 'alert' },
+    el('strong', {}, err.forbidden ? 'Forbidden: ' : 'Error: '), err.error || err.message);
+}
+
+// ---- The list of TrainJobs ----
+
+const COLUMNS = [
+  { key: 'namespace', title: 'Namespace', all: true },
+  { key: 'name', title: 'Name' },
+  { key: 'stage', title: 'Stage' },
+  { key: 'runtime', title: 'Runtime' },
+  { key: 'nodes', title: 'Nodes', num: true },
+  { key: 'gpus', title: 'GPUs', num: true },
+  { key: 'progress', title: 'Progress', num: true },
+  { key: 'eta', title: 'ETA' },
+  { key: 'queue', title: 'Queue' },
+  { key: 'created', title: 'Age' },
+];
+
+function showList() {
+  const main = document.getElementById('main');
+  main.replaceChildren();
+  const filter = el('input', { type: 'search', id: 'filter', placeholder: 'Filter by name, runtime, reason…', value: state.filter });
+  filter.addEventListener('input', () => { state.filter = filter.value; renderRows(); });
+  const stage = el('select', { id: 'stage-filter', 'aria-label': 'Stage' },
+    el('option', { value: '' }, 'Every stage'), STAGES.map((s) => el('option', { value: s, selected: s === state.stage }, s)));
+  stage.addEventListener('change', () => { state.stage = stage.value; renderRows(); });
+  main.append(
+    el('div', { class: 'toolbar' }, filter, stage, el('span', { id: 'count', class: 'muted' })),
+    el('div', { id: 'list-error' }),
+    el('div', { class: 'scroll' }, el('table', { id: 'trainjobs', class: 'grid' }, el('thead'), el('tbody'))));
+  follow('/api/watch', {
+    trainjobs: (data) => { state.list = data; state.listError = null; renderRows(); },
+    error: (err) => { state.listError = err; renderRows(); },
+  });
+  renderRows();
+}
+
+function sortValue(row, key) {
+  switch (key) {
+    case 'nodes': case 'gpus': return Number(row[key]) || -1;
+    case 'progress': return row.percentage ?? -1;
+    case 'stage': return STAGES.indexOf(row.stage);
+    case 'created': return Date.parse(row.created);
+    default: return row[key] || '';
+  }
+}
+
+function renderRows() {
+  const table = document.getElementById('trainjobs');
+  if (!table) return;
+  const errBox = document.getElementById('list-error');
+  errBox.replaceChildren(state.listError ? errorBox(state.listError) : '');
+  const all = state.config && state.config.namespace === '';
+  const cols = COLUMNS.filter((c) => !c.all || all);
+  const head = el('tr', {}, cols.map((c) => {
+    const th = el('th', { 'data-key': c.key, class: 'sortable' + (state.sort === c.key ? (state.desc ? ' desc' : ' asc') : '') }, c.title);
+    th.addEventListener('click', () => {
+      state.desc = state.sort === c.key ? !state.desc : c.key === 'created';
+      state.sort = c.key;
+      renderRows();
+    });
+    return th;
+  }));
+  table.tHead.replaceChildren(head);
+  if (!state.list) {
+    table.tBodies[0].replaceChildren(el('tr', {}, el('td', { colspan: cols.length, class: 'muted' }, state.listError ? '' : 'Loading…')));
+    return;
+  }
+  const text = state.filter.toLowerCase();
+  let rows = state.list.items.filter((r) => (!state.stage || r.stage === state.stage) &&
+    (!text || [r.namespace, r.name, r.runtime, r.reason, r.queue].join(' ').toLowerCase().includes(text)));
+  rows.sort((a, b) => {
+    const x = sortValue(a, state.sort), y = sortValue(b, state.sort);
+    const c = x < y ? -1 : x > y ? 1 : a.name.localeCompare(b.name);
+    return state.desc ? -c : c;
+  });
+  document.getElementById('count').textContent = rows.length + ' of ' + state.list.items.length + ' TrainJobs';
+  const body = rows.map((r) => {
+    const tr = el('tr', { class: 'row', 'data-name': r.name, 'data-namespace': r.namespace, tabindex: 0 }, cols.map((c) => {
+      switch (c.key) {
+        case 'name': return el('td', {}, el('a', { href: '#/trainjob/' + encodeURIComponent(r.namespace) + '/' + encodeURIComponent(r.name) }, r.name));
+        case 'stage': return el('td', { title: r.reason }, stageBadge(r.stage));
+        case 'progress': return el('td', {}, r.percentage == null ? '-' : progressBar(r.percentage));
+        case 'created': return el('td', { title: clock(r.created) }, age(r.created));
+        default: return el('td', { class: c.num ? 'num' : '' }, r[c.key]);
+      }
+    }));
+    const open = () => { location.hash = '#/trainjob/' + encodeURIComponent(r.namespace) + '/' + encodeURIComponent(r.name); };
+    tr.addEventListener('click', (ev) => { if (ev.target.tagName !== 'A') open(); });
+    tr.addEventListener('keydown', (ev) => { if (ev.key === 'Enter') open(); });
+    return tr;
+  });
+  if (body.length === 0) {
+    body.push(el('tr', {}, el('td', { colspan: cols.length, class: 'muted' },
+      state.list.items.length ? 'No TrainJob matches.' : 'No TrainJobs in ' + (all ? 'any namespace' : 'namespace ' + state.list.namespace) + '.')));
+  }
+  table.tBodies[0].replaceChildren(...body);
+  sizeBars(table);
+}
+
+function progressBar(pct) {
+  return el('span', { class: 'progress', title: pct + '%' },
+    el('span', { class: 'bar', style: null, 'data-pct': pct }), el('span', { class: 'pct' }, pct + '%'));
+}
+
+// The CSP forbids inline styles set from markup, not through the CSSOM: bars are sized here.
+function sizeBars(root) {
+  for (const b of root.querySelectorAll('.bar[data-pct]')) b.style.width = Math.min(100, Number(b.dataset.pct)) + '%';
+}
+
+// ---- One TrainJob ----
+
+function showTrainJob(namespace, name) {
+  const main = document.getElementById('main');
+  state.detail = null;
+  stopLog();
+  main.replaceChildren(
+    el('nav', { class: 'crumbs' }, el('a', { href: '#/' }, 'TrainJobs'), ' / ', namespace, ' / ', el('strong', {}, name)),
+    el('div', { id: 'detail' }, el('p', { class: 'muted' }, 'Loading…')),
+    logPanel(namespace, name));
+  follow('/api/watch/' + encodeURIComponent(namespace) + '/' + encodeURIComponent(name), {
+    trainjob: (data) => { state.detail = data; renderDetail(namespace, name); },
+    error: (err) => { document.getElementById('detail').replaceChildren(errorBox(err)); },
+  });
+}
+
+function section(title, ...children) {
+  return el('section', { class: 'card' }, el('h2', {}, title), ...children);
+}
+
+function table(headers, rows) {
+  return el('div', { class: 'scroll' }, el('table', { class: 'grid' },
+    el('thead', {}, el('tr', {}, headers.map((h) => el('th', {}, h)))),
+    el('tbody', {}, rows.map((r) => el('tr', {}, r.map((c) => el('td', {}, c ?? '-')))))));
+}
+
+function renderDetail(namespace, name) {
+  const d = state.detail;
+  const s = d.summary;
+  const out = [];
+  const head = el('div', { class: 'title' }, el('h1', {}, s.name), stageBadge(s.stage), el('span', { id: 'reason', class: 'reason' }, s.reason || ''));
+  if (state.config && state.config.allowWrites && !['Complete', 'Failed'].includes(s.stage)) {
+    head.append(actionButton(namespace, name, 'suspend', 'Suspend'), actionButton(namespace, name, 'resume', 'Resume'));
+  }
+  out.push(head, el('div', { id: 'action-result', class: 'muted' }));
+  out.push(el('p', { class: 'muted' }, 'Runtime ', s.runtime, ' · created ', clock(s.created), ' (', age(s.created), ' ago)'));
+  if (s.progress && s.progress.percentage != null) {
+    out.push(el('div', { class: 'card' }, el('strong', {}, 'Progress '), progressBar(s.progress.percentage),
+      s.progress.remainingSeconds != null ? el('span', { class: 'muted' }, ' ', s.progress.remainingSeconds, 's left') : null,
+      (s.progress.metrics || []).map((m) => el('span', { class: 'metric' }, m.name, ' ', m.value))));
+  }
+  if (s.firstFailure) out.push(failureCard(s.firstFailure, d.firstFailureText));
+  out.push(section('Pipeline', pipeline(s.stages)));
+  out.push(section('Ranks', rankGrid(s.pods)));
+  out.push(section('Replicated jobs', table(['Name', 'Ready', 'Active', 'Succeeded', 'Failed', 'Suspended'],
+    s.jobs.map((j) => [j.name, j.ready, j.active, j.succeeded, j.failed, j.suspended]))));
+  out.push(section('Timeline', table(['Time', 'Since', 'Source', 'Type', 'Status', 'Reason', 'Message'],
+    s.timeline.map((e) => [clock(e.time), e.since, e.source, e.type, e.status, e.reason, e.message + (e.count > 1 ? ' (×' + e.count + ')' : '')]))));
+  if (s.warnings && s.warnings.length) {
+    out.push(section('Warnings', table(['Last seen', 'Object', 'Reason', 'Message'],
+      s.warnings.map((w) => [clock(w.lastSeen), w.object, w.reason, w.message]))));
+  }
+  out.push(section('YAML',
+    el('details', {}, el('summary', {}, 'TrainJob'), el('pre', { class: 'yaml' }, d.trainJobYAML)),
+    el('details', {}, el('summary', {}, 'JobSet'), el('pre', { class: 'yaml' }, d.jobSetYAML || d.jobSetError || ''))));
+  const detail = document.getElementById('detail');
+  detail.replaceChildren(...out);
+  sizeBars(detail);
+  updateLogPicker(s.pods);
+}
+
+function failureCard(f, text) {
+  return el('section', { class: 'card failure', id: 'first-failure' },
+    el('h2', {}, 'First failure'),
+    el('p', {}, el('strong', {}, text || f.reason)),
+    el('dl', {},
+      [['Pod', f.pod], ['Rank', f.rank], ['Replicated job', f.replicatedJob], ['Node', f.node], ['Container', f.container],
+        ['Exit code', f.exitCode], ['Reason', f.reason], ['When', clock(f.time)], ['Restarts', f.restarts]]
+        .filter(([, v]) => v !== undefined && v !== '').map(([k, v]) => [el('dt', {}, k), el('dd', {}, v)])),
+    f.message ? el('p', {}, f.message) : null,
+    f.log ? el('pre', { class: 'log' }, f.log.join('\n')) : f.logUnavailable ? el('p', { class: 'muted' }, 'No log: ', f.logUnavailable) : null);
+}
+
+// pipeline draws the stages as a timeline: one bar per stage, placed and sized by its start and end.
+function pipeline(stages) {
+  const known = stages.filter((st) => st.start);
+  const t0 = known.length ? Date.parse(known[0].start) : Date.now();
+  const end = (st) => st.end ? Date.parse(st.end) : Date.now();
+  const t1 = Math.max(t0 + 1000, ...known.map(end));
+  const rows = stages.map((st) => {
+    const bar = el('div', { class: 'span stage-' + st.name });
+    if (st.start) {
+      bar.dataset.left = (100 * (Date.parse(st.start) - t0) / (t1 - t0)).toFixed(2);
+      bar.dataset.width = Math.max(0.5, 100 * (end(st) - Date.parse(st.start)) / (t1 - t0)).toFixed(2);
+    }
+    return el('div', { class: 'pipeline-row', 'data-stage': st.name },
+      el('span', { class: 'pipeline-name' }, stageBadge(st.name)),
+      el('span', { class: 'pipeline-track' }, bar),
+      el('span', { class: 'pipeline-time muted' }, st.start ? clock(st.start) + (st.end ? ' → ' + clock(st.end) : ' → now') : 'not begun',
+        st.duration ? ' (' + st.duration + ')' : ''));
+  });
+  const box = el('div', { class: 'pipeline' }, rows);
+  for (const b of box.querySelectorAll('.span[data-left]')) {
+    b.style.marginLeft = b.dataset.left + '%';
+    b.style.width = b.dataset.width + '%';
+  }
+  return box;
+}
+
+// podClass colours a pod by phase, restarts and readiness, as the CLI colours stages.
+function podClass(p) {
+  if (p.phase === 'Failed' || /Error|BackOff|OOMKilled|Evicted/.test(p.status)) return 'pod-failed';
+  if (p.phase === 'Succeeded') return 'pod-succeeded';
+  if (p.phase === 'Running') return p.restarts > 0 ? 'pod-restarted' : 'pod-running';
+  return 'pod-pending';
+}
+
+// rankGrid is one small cell per pod, in rank order within each replicated job: legible at 1 024 ranks.
+function rankGrid(pods) {
+  if (!pods.length) return el('p', { class: 'muted' }, 'No pods.');
+  const byJob = new Map();
+  for (const p of pods) {
+    if (!byJob.has(p.replicatedJob)) byJob.set(p.replicatedJob, []);
+    byJob.get(p.replicatedJob).push(p);
+  }
+  const counts = {};
+  for (const p of pods) counts[podClass(p)] = (counts[podClass(p)] || 0) + 1;
+  const legend = el('div', { class: 'legend' }, [['pod-running', 'Running'], ['pod-restarted', 'Restarted'], ['pod-pending', 'Pending'],
+    ['pod-succeeded', 'Succeeded'], ['pod-failed', 'Failed']].map(([c, t]) => el('span', {}, el('i', { class: 'cell ' + c }), t, ' ', counts[c] || 0)));
+  const groups = [...byJob].map(([job, ps]) => el('div', { class: 'rank-group' }, el('h3', {}, job || 'pods', ' ', el('span', { class: 'muted' }, ps.length)),
+    el('div', { class: 'ranks' }, ps.map((p) => {
+      const cell = el('button', {
+        class: 'cell ' + podClass(p), 'data-pod': p.name, 'data-rank': p.rank || '',
+        title: p.name + '\nrank ' + (p.rank || '-') + ' · node ' + (p.node || '-') + '\n' + p.status + (p.restarts ? ', ' + p.restarts + ' restarts' : ''),
+        'aria-label': 'pod ' + p.name,
+      });
+      cell.addEventListener('click', () => openLog(p.name));
+      return cell;
+    }))));
+  return el('div', {}, legend, groups);
+}
+
+// ---- Logs ----
+
+function logPanel(namespace, name) {
+  const picker = el('select', { id: 'log-pod', 'aria-label': 'Pod' }, el('option', { value: '' }, 'Pick a rank…'));
+  const followBox = el('input', { type: 'checkbox', id: 'log-follow', checked: true });
+  const previous = el('input', { type: 'checkbox', id: 'log-previous' });
+  const out = el('pre', { id: 'log', class: 'log' });
+  const start = () => startLog(namespace, name, picker.value, followBox.checked, previous.checked);
+  picker.addEventListener('change', start);
+  followBox.addEventListener('change', start);
+  previous.addEventListener('change', start);
+  return section('Logs', el('div', { class: 'toolbar' }, picker,
+    el('label', {}, followBox, ' follow'), el('label', {}, previous, ' previous container')), out);
+}
+
+function updateLogPicker(pods) {
+  const picker = document.getElementById('log-pod');
+  if (!picker) return;
+  const want = pods.map((p) => p.name);
+  const have = [...picker.options].slice(1).map((o) => o.value);
+  if (want.join() === have.join()) return;
+  const current = picker.value;
+  picker.replaceChildren(el('option', { value: '' }, 'Pick a rank…'),
+    pods.map((p) => el('option', { value: p.name, selected: p.name === current }, (p.replicatedJob || '') + ' rank ' + (p.rank || '-') + ' · ' + p.name)));
+}
+
+function openLog(pod) {
+  const picker = document.getElementById('log-pod');
+  picker.value = pod;
+  picker.dispatchEvent(new Event('change'));
+  document.getElementById('log').scrollIntoView({ block: 'nearest' });
+}
+
+function stopLog() {
+  if (state.logAbort) state.logAbort.abort();
+  state.logAbort = null;
+}
+
+async function startLog(namespace, name, pod, followLog, previous) {
+  stopLog();
+  const out = document.getElementById('log');
+  out.textContent = '';
+  if (!pod) return;
+  const abort = new AbortController();
+  state.logAbort = abort;
+  const q = new URLSearchParams({ pod, follow: followLog ? '1' : '0', previous: previous ? '1' : '0' });
+  try {
+    const resp = await fetch('/api/trainjobs/' + encodeURIComponent(namespace) + '/' + encodeURIComponent(name) + '/log?' + q, { signal: abort.signal });
+    if (!resp.ok) {
+      const body = await resp.json().catch(() => ({ error: resp.statusText }));
+      out.replaceChildren(errorBox(body));
+      return;
+    }
+    const reader = resp.body.getReader();
+    const dec = new TextDecoder();
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      const atEnd = out.scrollTop + out.clientHeight >= out.scrollHeight - 4;
+      out.append(dec.decode(value, { stream: true }));
+      if (atEnd) out.scrollTop = out.scrollHeight;
+    }
+  } catch (e) {
+    if (e.name !== 'AbortError') out.append('\n' + e.message);
+  }
+}
+
+// ---- Actions (only with --allow-writes) ----
+
+function actionButton(namespace, name, action, label) {
+  const b = el('button', { class: 'action', 'data-action': action }, label);
+  b.addEventListener('click', async () => {
+    const result = document.getElementById('action-result');
+    try {
+      const r = await api('POST', '/api/trainjobs/' + encodeURIComponent(namespace) + '/' + encodeURIComponent(name) + '/' + action);
+      result.textContent = r.message;
+    } catch (e) {
+      result.replaceChildren(errorBox(e));
+    }
+  });
+  return b;
+}
+
+// ---- Routing ----
+
+function route() {
+  const m = location.hash.match(/^#\/trainjob\/([^/]+)\/([^/]+)$/);
+  if (m) showTrainJob(decodeURIComponent(m[1]), decodeURIComponent(m[2]));
+  else showList();
+}
+
+async function start() {
+  try {
+    state.config = await api('GET', '/api/config');
+  } catch (e) {
+    document.getElementById('main').replaceChildren(errorBox(e));
+    return;
+  }
+  document.getElementById('scope').textContent = state.config.namespace ? 'namespace ' + state.config.namespace : 'every namespace';
+  if (!state.config.allowWrites) document.getElementById('scope').append(' · read-only');
+  window.addEventListener('hashchange', route);
+  route();
+}
+
+start();

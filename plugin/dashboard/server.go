@@ -1,0 +1,419 @@
+package dashboard
+
+import (
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+	"sigs.k8s.io/yaml"
+
+	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/kueue"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/lifecycle"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/list"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/status"
+)
+
+// The page: plain HTML, CSS and JavaScript written by hand, embedded in the binary; nothing is fetched from
+// anywhere else at run time.
+//
+//go:embed assets
+var assets embed.FS
+
+// cookieName holds the token after the first visit.
+const cookieName = "kubectl-trainjob-dashboard"
+
+// contentSecurityPolicy lets the page load its own script, style and data only: no inline script (a message
+// from the cluster that reached the page as HTML could not run), no other origin, no framing.
+const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
+	"connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
+// batch gathers a burst of changes (a watch's first list, a pod's several updates) into one push.
+const batch = 200 * time.Millisecond
+
+// resync pushes again now and then, so that ages and durations move while nothing changes.
+const resync = 30 * time.Second
+
+// Server is the dashboard's HTTP handler: the guard, the page and its JSON API, read with the user's own
+// client, so that the user's RBAC decides what it shows.
+type Server struct {
+	// Token is the secret of the URL the command prints; every request must carry it, as a cookie after the
+	// first.
+	Token string
+	// AllowWrites lets the page suspend and resume TrainJobs; without it every write is refused.
+	AllowWrites bool
+	// Namespace is the namespace shown; "" is every namespace.
+	Namespace string
+
+	Client client.WithWatch
+	Kueue  *kueue.Client
+	Logs   kubernetes.Interface
+	// Rows makes the list's rows as `list` does.
+	Rows  *list.Rows
+	Clock clock.PassiveClock
+}
+
+// Handler is the guarded dashboard.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	static, _ := fs.Sub(assets, "assets")
+	mux.Handle("GET /assets/", http.StripPrefix("/assets/", http.FileServerFS(static)))
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		http.ServeFileFS(w, r, static, "index.html")
+	})
+	mux.HandleFunc("GET /api/config", s.config)
+	mux.HandleFunc("GET /api/trainjobs", s.trainJobs)
+	mux.HandleFunc("GET /api/trainjobs/{namespace}/{name}", s.trainJob)
+	mux.HandleFunc("GET /api/trainjobs/{namespace}/{name}/log", s.log)
+	mux.HandleFunc("GET /api/watch", s.watchTrainJobs)
+	mux.HandleFunc("GET /api/watch/{namespace}/{name}", s.watchTrainJob)
+	mux.HandleFunc("POST /api/trainjobs/{namespace}/{name}/{action}", s.act)
+	return s.guard(mux)
+}
+
+// guard refuses what did not come from the page the command's URL opened: a request without the token,
+// one that names the server by a DNS name (a name of the attacker's that now resolves to loopback: DNS
+// rebinding), one from another site's page (its Origin), and a write unless --allow-writes, from the page
+// itself. The token comes in the URL once and is exchanged for a cookie that only this origin's requests carry.
+func (s *Server) guard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", contentSecurityPolicy)
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Cache-Control", "no-store")
+		if !loopbackOrIP(r.Host) {
+			refuse(w, http.StatusForbidden, fmt.Sprintf("the dashboard is reached by IP address or localhost, not as %q", r.Host))
+			return
+		}
+		origin := r.Header.Get("Origin")
+		if origin != "" && origin != "http://"+r.Host {
+			refuse(w, http.StatusForbidden, fmt.Sprintf("requests from %s are refused: only the dashboard's own page may ask", origin))
+			return
+		}
+		if token := r.URL.Query().Get("token"); token != "" && r.Method == http.MethodGet && s.valid(token) {
+			http.SetCookie(w, &http.Cookie{Name: cookieName, Value: s.Token, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+			// Loaded again without the token, the URL in the address bar and the history holds none.
+			u := *r.URL
+			q := u.Query()
+			q.Del("token")
+			u.RawQuery = q.Encode()
+			http.Redirect(w, r, u.RequestURI(), http.StatusSeeOther)
+			return
+		}
+		if c, err := r.Cookie(cookieName); err != nil || !s.valid(c.Value) {
+			refuse(w, http.StatusUnauthorized, "open the URL that kubectl trainjob dashboard printed: it holds the token")
+			return
+		}
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			switch {
+			case !s.AllowWrites:
+				refuse(w, http.StatusForbidden, "the dashboard is read-only: start it with --allow-writes to suspend and resume TrainJobs")
+				return
+			case origin == "":
+				refuse(w, http.StatusForbidden, "a write must come from the dashboard's page (no Origin)")
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) valid(token string) bool {
+	return s.Token != "" && subtle.ConstantTimeCompare([]byte(token), []byte(s.Token)) == 1
+}
+
+// loopbackOrIP tells whether host (of a Host header) is localhost or an IP address: names no one else's DNS can
+// point at the server.
+func loopbackOrIP(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	return host == "localhost" || net.ParseIP(host) != nil
+}
+
+func refuse(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, errorBody{Error: msg, Forbidden: code == http.StatusForbidden})
+}
+
+// errorBody is what the API answers instead of its data: the API server's message, and whether it was the
+// user's RBAC that refused, which the page shows as such rather than as nothing.
+type errorBody struct {
+	Error     string `json:"error"`
+	Forbidden bool   `json:"forbidden,omitempty"`
+	NotFound  bool   `json:"notFound,omitempty"`
+}
+
+func errorOf(err error) errorBody {
+	return errorBody{Error: cmdutil.APIMessage(err), Forbidden: apierrors.IsForbidden(err), NotFound: apierrors.IsNotFound(err)}
+}
+
+// writeError answers err with the API server's status code and message.
+func writeError(w http.ResponseWriter, err error) {
+	code := http.StatusInternalServerError
+	var st apierrors.APIStatus
+	if errors.As(err, &st) && st.Status().Code != 0 {
+		code = int(st.Status().Code)
+	}
+	writeJSON(w, code, errorOf(err))
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// Config is what the page needs to know of the command's flags.
+type Config struct {
+	Namespace   string `json:"namespace"`
+	AllowWrites bool   `json:"allowWrites"`
+}
+
+func (s *Server) config(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, Config{Namespace: s.Namespace, AllowWrites: s.AllowWrites})
+}
+
+// TrainJobs is the list the page shows: list's rows.
+type TrainJobs struct {
+	Namespace string     `json:"namespace"`
+	Items     []list.Row `json:"items"`
+}
+
+func (s *Server) readTrainJobs(ctx context.Context) (*TrainJobs, error) {
+	var l trainer.TrainJobList
+	if err := s.Client.List(ctx, &l, client.InNamespace(s.Namespace)); err != nil {
+		return nil, err
+	}
+	return &TrainJobs{Namespace: s.Namespace, Items: s.Rows.Of(ctx, l.Items, s.Clock.Now())}, nil
+}
+
+func (s *Server) trainJobs(w http.ResponseWriter, r *http.Request) {
+	tjs, err := s.readTrainJobs(r.Context())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, tjs)
+}
+
+// TrainJob is the page of one TrainJob: status's summary, and the TrainJob and its JobSet as YAML.
+type TrainJob struct {
+	Summary *status.Summary `json:"summary"`
+	// FirstFailureText says how the first failure happened, as status says it.
+	FirstFailureText string `json:"firstFailureText,omitempty"`
+	// TrainJobYAML and JobSetYAML are the objects as `kubectl get -o yaml` prints them, without managedFields;
+	// JobSetError says why the JobSet is not shown (not built yet, or not readable).
+	TrainJobYAML string `json:"trainJobYAML"`
+	JobSetYAML   string `json:"jobSetYAML,omitempty"`
+	JobSetError  string `json:"jobSetError,omitempty"`
+}
+
+func (s *Server) readTrainJob(ctx context.Context, namespace, name string) (*TrainJob, error) {
+	if !s.shows(namespace) {
+		return nil, apierrors.NewNotFound(trainer.GroupVersion.WithResource("trainjobs").GroupResource(), name)
+	}
+	in, err := status.Fetch(ctx, status.Reader{Client: s.Client, Kueue: s.Kueue, Logs: s.Logs}, namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	out := &TrainJob{Summary: status.Summarize(in, s.Clock.Now())}
+	if f := out.Summary.FirstFailure; f != nil {
+		out.FirstFailureText = f.Text()
+	}
+	if out.TrainJobYAML, err = s.yaml(in.TrainJob); err != nil {
+		return nil, err
+	}
+	js := &jobsetv1alpha2.JobSet{}
+	if err := s.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, js); err != nil {
+		out.JobSetError = cmdutil.APIMessage(err)
+	} else if out.JobSetYAML, err = s.yaml(js); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// shows tells whether the dashboard shows namespace: the one of the command, or every one with -A.
+func (s *Server) shows(namespace string) bool { return s.Namespace == "" || s.Namespace == namespace }
+
+// yaml is obj as kubectl get -o yaml prints it, without managedFields.
+func (s *Server) yaml(obj client.Object) (string, error) {
+	obj = obj.DeepCopyObject().(client.Object)
+	obj.SetManagedFields(nil)
+	gvk, err := apiutil.GVKForObject(obj, s.Client.Scheme())
+	if err != nil {
+		return "", err
+	}
+	obj.GetObjectKind().SetGroupVersionKind(gvk)
+	b, err := yaml.Marshal(obj)
+	return string(b), err
+}
+
+func (s *Server) trainJob(w http.ResponseWriter, r *http.Request) {
+	tj, err := s.readTrainJob(r.Context(), r.PathValue("namespace"), r.PathValue("name"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, tj)
+}
+
+// log streams the log of one pod of the TrainJob (its container of the trainer, the first), the last lines
+// of it and, with follow=1, what it writes next.
+func (s *Server) log(w http.ResponseWriter, r *http.Request) {
+	namespace, name, podName := r.PathValue("namespace"), r.PathValue("name"), r.URL.Query().Get("pod")
+	if !s.shows(namespace) {
+		writeError(w, apierrors.NewNotFound(trainer.GroupVersion.WithResource("trainjobs").GroupResource(), name))
+		return
+	}
+	pod := &corev1.Pod{}
+	if err := s.Client.Get(r.Context(), client.ObjectKey{Namespace: namespace, Name: podName}, pod); err != nil {
+		writeError(w, err)
+		return
+	}
+	if pod.Labels[jobsetv1alpha2.JobSetNameKey] != name {
+		writeError(w, apierrors.NewNotFound(corev1.Resource("pods"), podName))
+		return
+	}
+	opts := &corev1.PodLogOptions{Follow: r.URL.Query().Get("follow") == "1", TailLines: ptr.To[int64](500),
+		Previous: r.URL.Query().Get("previous") == "1"}
+	stream, err := s.Logs.CoreV1().Pods(namespace).GetLogs(podName, opts).Stream(r.Context())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	defer func() { _ = stream.Close() }()
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	flusher, _ := w.(http.Flusher)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := stream.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return
+			}
+			if flusher != nil {
+				flusher.Flush()
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// act suspends or resumes a TrainJob as `suspend` and `resume` do; the guard has let it through only with
+// --allow-writes.
+func (s *Server) act(w http.ResponseWriter, r *http.Request) {
+	namespace, name := r.PathValue("namespace"), r.PathValue("name")
+	var suspend bool
+	switch r.PathValue("action") {
+	case "suspend":
+		suspend = true
+	case "resume":
+	default:
+		writeJSON(w, http.StatusNotFound, errorBody{Error: fmt.Sprintf("no action %q: suspend or resume", r.PathValue("action"))})
+		return
+	}
+	if !s.shows(namespace) {
+		writeError(w, apierrors.NewNotFound(trainer.GroupVersion.WithResource("trainjobs").GroupResource(), name))
+		return
+	}
+	var out, errOut bytes.Buffer
+	o := &lifecycle.SuspendOptions{Streams: cmdutil.Streams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut},
+		Suspend: suspend, Names: []string{name}, Namespace: namespace, Client: s.Client, Kueue: s.Kueue}
+	if err := o.Run(r.Context()); err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"message": strings.TrimSpace(out.String() + errOut.String())})
+}
+
+// watchTrainJobs pushes the list (event "trainjobs") at once and after every change to the TrainJobs shown,
+// as server-sent events, until the page goes; a read that fails is pushed as event "error".
+func (s *Server) watchTrainJobs(w http.ResponseWriter, r *http.Request) {
+	s.push(w, r, "trainjobs", []cmdutil.Watch{{Object: &trainer.TrainJob{}, Namespace: s.Namespace}},
+		func(ctx context.Context) (any, error) { return s.readTrainJobs(ctx) })
+}
+
+// watchTrainJob pushes the page of one TrainJob (event "trainjob") at once and after every change that
+// status -w follows.
+func (s *Server) watchTrainJob(w http.ResponseWriter, r *http.Request) {
+	namespace, name := r.PathValue("namespace"), r.PathValue("name")
+	s.push(w, r, "trainjob", status.Watches(namespace, name),
+		func(ctx context.Context) (any, error) { return s.readTrainJob(ctx, namespace, name) })
+}
+
+// push writes read's value as event name at once and after each change of watches, with the CLI's one
+// watcher (cmdutil.Changes); changes that come together are pushed once.
+func (s *Server) push(w http.ResponseWriter, r *http.Request, event string, watches []cmdutil.Watch, read func(context.Context) (any, error)) {
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		writeJSON(w, http.StatusInternalServerError, errorBody{Error: "streaming is not supported"})
+		return
+	}
+	ctx := r.Context()
+	// Watch first, then read: no change can fall between the two.
+	changes, err := cmdutil.Changes(ctx, s.Client, resync, watches...)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	flusher.Flush()
+	for {
+		v, err := read(ctx)
+		name := event
+		if err != nil {
+			name, v = "error", errorOf(err)
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if err := writeEvent(w, name, v); err != nil {
+			return
+		}
+		flusher.Flush()
+		select {
+		case <-ctx.Done():
+			return
+		case <-changes:
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(batch):
+		}
+	}
+}
+
+// writeEvent writes one server-sent event: its name and its data, JSON on one line.
+func writeEvent(w io.Writer, name string, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "event: %s\ndata: %s\n\n", name, data)
+	return err
+}

@@ -1,0 +1,240 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/dashboard"
+	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
+)
+
+// dashboardPage is a running `kubectl trainjob dashboard` and a browser's client of it: it has opened the
+// printed URL, so it holds the token's cookie.
+type dashboardPage struct {
+	base   *url.URL
+	client *http.Client
+}
+
+// startDashboard runs `kubectl trainjob dashboard ARGS…` until the test ends and opens the URL it prints.
+func startDashboard(t *testing.T, args ...string) *dashboardPage {
+	t.Helper()
+	s := Start(t, "", []plugin.CommandAdder{dashboard.NewCmdDashboard}, append([]string{"dashboard", "--port", "0"}, args...)...)
+	s.WaitForOutput(t, "Press Ctrl-C")
+	printed := regexp.MustCompile(`http://\S+`).FindString(s.out.String())
+	u, err := url.Parse(printed)
+	if err != nil || u.Query().Get("token") == "" {
+		t.Fatalf("dashboard printed no URL with a token: %q", s.out.String())
+	}
+	jar, _ := cookiejar.New(nil)
+	p := &dashboardPage{base: &url.URL{Scheme: u.Scheme, Host: u.Host}, client: &http.Client{Jar: jar}}
+	resp, err := p.client.Get(printed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := readBody(t, resp)
+	if resp.StatusCode != http.StatusOK || resp.Request.URL.RawQuery != "" || !strings.Contains(page, `<script src="/assets/app.js"`) {
+		t.Fatalf("GET %s: status %d at %s, want the page without the token in its URL:\n%s", printed, resp.StatusCode, resp.Request.URL, page)
+	}
+	return p
+}
+
+func readBody(t *testing.T, resp *http.Response) string {
+	t.Helper()
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// do sends a request as the page would (its cookie), changed by edit; it returns the status and body.
+func (p *dashboardPage) do(t *testing.T, method, path string, edit func(*http.Request)) (int, string) {
+	t.Helper()
+	return p.doWith(t, p.client, method, path, edit)
+}
+
+// doWith is do with client: one without the page's cookie is any other program on the machine.
+func (p *dashboardPage) doWith(t *testing.T, client *http.Client, method, path string, edit func(*http.Request)) (int, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, p.base.String()+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Origin", p.base.String())
+	if edit != nil {
+		edit(req)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, readBody(t, resp)
+}
+
+// sse is the stream of server-sent events of path: each event's name and data.
+func (p *dashboardPage) sse(t *testing.T, path string) <-chan [2]string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.base.String()+path, nil)
+	resp, err := p.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("GET %s: %d %s: %s", path, resp.StatusCode, resp.Header.Get("Content-Type"), readBody(t, resp))
+	}
+	events := make(chan [2]string, 16)
+	go func() {
+		defer func() { _ = resp.Body.Close() }()
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(nil, 16<<20)
+		var name string
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case strings.HasPrefix(line, "event: "):
+				name = strings.TrimPrefix(line, "event: ")
+			case strings.HasPrefix(line, "data: "):
+				select {
+				case events <- [2]string{name, strings.TrimPrefix(line, "data: ")}:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	return events
+}
+
+// stageIn is the stage of TrainJob name in a list the dashboard sent, "" when it is not there.
+func stageIn(t *testing.T, data, name string) string {
+	t.Helper()
+	var l dashboard.TrainJobs
+	if err := json.Unmarshal([]byte(data), &l); err != nil {
+		t.Fatalf("%v: %s", err, data)
+	}
+	for _, r := range l.Items {
+		if r.Name == name {
+			return string(r.Stage)
+		}
+	}
+	return ""
+}
+
+// testDashboard serves the dashboard against a real API server c (TestLifecycle's, to start no other): it lists the TrainJobs with list's stages,
+// pushes a change of stage over server-sent events without a reload, shows a TrainJob as status does, refuses
+// requests without the token, naming it by another DNS name or from another site, refuses writes unless
+// started with --allow-writes and then suspends and resumes, and shows a read the user's RBAC refuses as
+// forbidden.
+func testDashboard(t *testing.T, c *cluster.Cluster) {
+	f := fixtureOn(t, c)
+	tj := runningTrainJob(f, "llama")
+	runningTrainJob(f, "other")
+	kube := kubeArgs(c, f.ns)
+	page := startDashboard(t, kube...)
+
+	t.Run("list", func(t *testing.T) {
+		code, body := page.do(t, http.MethodGet, "/api/trainjobs", nil)
+		if code != http.StatusOK || stageIn(t, body, "llama") != "Training" || stageIn(t, body, "other") != "Training" {
+			t.Errorf("GET /api/trainjobs: %d %s; want llama and other Training", code, body)
+		}
+	})
+
+	t.Run("trainjob", func(t *testing.T) {
+		code, body := page.do(t, http.MethodGet, "/api/trainjobs/"+f.ns+"/llama", nil)
+		var got dashboard.TrainJob
+		if err := json.Unmarshal([]byte(body), &got); code != http.StatusOK || err != nil {
+			t.Fatalf("GET the TrainJob: %d %v: %s", code, err, body)
+		}
+		if got.Summary.Stage != "Training" || !strings.Contains(got.TrainJobYAML, "kind: TrainJob") || strings.Contains(got.TrainJobYAML, "managedFields") {
+			t.Errorf("stage %s, YAML:\n%s\nwant Training and the TrainJob without managedFields", got.Summary.Stage, got.TrainJobYAML)
+		}
+	})
+
+	t.Run("stage-change-pushed", func(t *testing.T) {
+		events := page.sse(t, "/api/watch")
+		seen := func(want string) {
+			t.Helper()
+			deadline := time.After(time.Minute)
+			var last [2]string
+			for {
+				select {
+				case e := <-events:
+					last = e
+					if e[0] == "trainjobs" && stageIn(t, e[1], "llama") == want {
+						return
+					}
+				case <-deadline:
+					t.Fatalf("no event with llama %s; last: %s %s", want, last[0], last[1])
+				}
+			}
+		}
+		seen("Training")
+		tj.Status.Conditions = []metav1.Condition{condition(trainer.TrainJobComplete, "AllJobsCompleted", "jobset completed successfully", metav1.ConditionTrue, metav1.Now())}
+		tj.Status.JobsStatus = []trainer.JobStatus{jobStatus("node", 0, 0, 1, 0)}
+		f.updateStatus(tj)
+		seen("Complete")
+	})
+
+	t.Run("refused", func(t *testing.T) {
+		for _, tc := range []struct {
+			name   string
+			client *http.Client
+			method string
+			edit   func(*http.Request)
+			want   int
+		}{
+			{"no token", &http.Client{}, http.MethodGet, nil, http.StatusUnauthorized},
+			{"DNS rebinding", page.client, http.MethodGet, func(r *http.Request) { r.Host = "attacker.example:" + page.base.Port() }, http.StatusForbidden},
+			{"cross-site", page.client, http.MethodGet, func(r *http.Request) { r.Header.Set("Origin", "https://attacker.example") }, http.StatusForbidden},
+			{"write without --allow-writes", page.client, http.MethodPost, nil, http.StatusForbidden},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				path := "/api/trainjobs"
+				if tc.method == http.MethodPost {
+					path = "/api/trainjobs/" + f.ns + "/other/suspend"
+				}
+				code, body := page.doWith(t, tc.client, tc.method, path, tc.edit)
+				if code != tc.want {
+					t.Errorf("%s %s: %d %s, want %d", tc.method, path, code, body, tc.want)
+				}
+			})
+		}
+		if f.suspended("other") {
+			t.Error("the read-only dashboard suspended other")
+		}
+	})
+
+	t.Run("allow-writes", func(t *testing.T) {
+		rw := startDashboard(t, withArgs(kube, "--allow-writes")...)
+		for _, action := range []string{"suspend", "resume"} {
+			code, body := rw.do(t, http.MethodPost, "/api/trainjobs/"+f.ns+"/other/"+action, nil)
+			if code != http.StatusOK || f.suspended("other") != (action == "suspend") {
+				t.Errorf("POST %s: %d %s; suspended %t", action, code, body, f.suspended("other"))
+			}
+		}
+	})
+
+	t.Run("forbidden", func(t *testing.T) {
+		bob := startDashboard(t, withArgs(kube, "--as", "bob")...)
+		code, body := bob.do(t, http.MethodGet, "/api/trainjobs", nil)
+		if code != http.StatusForbidden || !strings.Contains(body, `"forbidden":true`) || !strings.Contains(body, `cannot list resource`) {
+			t.Errorf("GET /api/trainjobs as bob, who may read nothing: %d %s; want 403 forbidden with the API server's message", code, body)
+		}
+	})
+}
