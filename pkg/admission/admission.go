@@ -81,7 +81,7 @@ func Admit(ctx context.Context, v Validator, r Resolver, oldObj, newObj *trainer
 	w, errs := v.Validate(ctx, rt, oldObj, newObj)
 	if e, ok := v.(Enforcer); ok && len(errs) == 0 {
 		// A TrainJob the enforcement cannot build is refused when it is built, as before.
-		if info, err := e.RuntimeInfo(newObj, rt, pipeline.BuildOptions{}); err == nil {
+		if info, err := e.RuntimeInfo(ctx, newObj, rt, pipeline.BuildOptions{}); err == nil {
 			errs = validateName(info, newObj)
 		}
 	}

@@ -1,6 +1,8 @@
 package admission
 
 import (
+	"context"
+
 	"fmt"
 	"strconv"
 	"strings"
@@ -17,7 +19,7 @@ import (
 // returns sizes the JobSet a TrainJob gets, so that Admit can tell whether the names JobSet derives from the
 // TrainJob's fit.
 type Enforcer interface {
-	RuntimeInfo(tj *trainer.TrainJob, rt *pipeline.Runtime, opts pipeline.BuildOptions) (*pipeline.RuntimeInfo, error)
+	RuntimeInfo(ctx context.Context, tj *trainer.TrainJob, rt *pipeline.Runtime, opts pipeline.BuildOptions) (*pipeline.RuntimeInfo, error)
 }
 
 // podNameSuffix stands for the random suffix of a pod's name, as JobSet's webhook counts it.

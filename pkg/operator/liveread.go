@@ -29,12 +29,22 @@ var scopedKinds = map[schema.GroupKind]bool{
 	{Kind: "Secret"}:    true,
 }
 
+// liveKinds are read from the API server only: there is one ResourceClaim
+// per GPU pod of the cluster, which the cache must not hold, and the
+// pipeline reads one only when a runtime names it (KEP-2782).
+var liveKinds = map[schema.GroupKind]bool{
+	{Group: "resource.k8s.io", Kind: "ResourceClaim"}: true,
+}
+
 // Get reads what the reconcile of ctx wrote, else from the cache, else from
 // the API server when the cache does not have a ConfigMap or Secret.
 func (c *liveOnMiss) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 	gvk, gvkErr := apiutil.GVKForObject(obj, c.Scheme())
 	if gvkErr == nil && apply.Written(ctx, gvk, key, obj) {
 		return nil
+	}
+	if gvkErr == nil && liveKinds[gvk.GroupKind()] {
+		return c.live.Get(ctx, key, obj, opts...)
 	}
 	err := c.Client.Get(ctx, key, obj, opts...)
 	if !apierrors.IsNotFound(err) || gvkErr != nil || !scopedKinds[gvk.GroupKind()] {

@@ -33,6 +33,12 @@ package operator
 // +kubebuilder:rbac:groups=scheduling.volcano.sh,resources=podgroups,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups="",resources=configmaps;secrets,verbs=get;list;watch;create;patch
 
+// DRA (KEP-2782): the pipeline counts the GPUs of a pod's claims from the
+// ResourceClaimTemplates they name, read from the cache, and from the
+// ResourceClaims they name, read live (liveKinds).
+// +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceclaimtemplates,verbs=list;watch
+// +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceclaims,verbs=get
+
 // What gang-scheduling plugins watch to requeue suspended TrainJobs, and
 // the PriorityClasses the Volcano plugin checks, all from the cache.
 // +kubebuilder:rbac:groups="",resources=limitranges,verbs=list;watch

@@ -54,6 +54,10 @@ type need struct {
 // config/rbac/role.yaml must be here and nothing else: a verb no code path needs is dropped from the
 // markers (rbac.go); a new request the code makes adds its rule here.
 var needs = []need{
+	{group: "resource.k8s.io", resources: []string{"resourceclaimtemplates"}, verbs: []string{"list", "watch"},
+		code: []string{"pkg/pipeline.ClaimDeviceRequests"}, why: "the GPUs of a pod's DRA claims, from the cache"},
+	{group: "resource.k8s.io", resources: []string{"resourceclaims"}, verbs: []string{"get"},
+		code: []string{"pkg/pipeline.ClaimDeviceRequests", "pkg/operator.liveOnMiss.Get"}, why: "the GPUs of a claim a runtime names, read live"},
 	{group: "trainer.kubeflow.org", resources: []string{"trainjobs"}, verbs: []string{"list", "watch"},
 		code: []string{"pkg/operator/controller.TrainJobReconciler.SetupWithManager"}, why: "the TrainJob controller's cache"},
 	{group: "trainer.kubeflow.org", resources: []string{"trainjobs"}, verbs: []string{"get"},

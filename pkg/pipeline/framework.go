@@ -62,6 +62,9 @@ type Framework struct {
 	preComponentBuilder   []PreComponentBuilderPlugin
 	componentBuilder      []ComponentBuilderPlugin
 	trainJobStatus        TrainJobStatusPlugin
+
+	// handle reads the DRA claims of the pods the Build phase sizes.
+	handle Handle
 }
 
 // Option configures a Framework.
@@ -98,7 +101,7 @@ func New(ctx context.Context, r Registry, h Handle, opts ...Option) (*Framework,
 		built[e.Name] = p
 		names = append(names, e.Name)
 	}
-	f := &Framework{enabled: map[ExtensionPoint][]string{}}
+	f := &Framework{enabled: map[ExtensionPoint][]string{}, handle: h}
 	used := map[string]bool{}
 	for _, point := range points() {
 		ep := extensionPoints[point]
@@ -237,9 +240,10 @@ type BuildOptions struct {
 
 // RuntimeInfo builds the RuntimeInfo and runs the enforcement points of the
 // Build phase: EnforceMLPolicy → EnforcePodGroupPolicy → EnforcePodSpec →
-// PreComponentBuilder. The first error stops it.
-func (f *Framework) RuntimeInfo(tj *trainer.TrainJob, rt *Runtime, opts BuildOptions) (*RuntimeInfo, error) {
-	info, err := NewRuntimeInfo(tj, rt)
+// PreComponentBuilder. The first error stops it. The DRA claims of the
+// pods are read first, so that the ML policies count their GPUs.
+func (f *Framework) RuntimeInfo(ctx context.Context, tj *trainer.TrainJob, rt *Runtime, opts BuildOptions) (*RuntimeInfo, error) {
+	info, err := f.newRuntimeInfo(ctx, tj, rt)
 	if err != nil {
 		return nil, err
 	}
@@ -270,7 +274,7 @@ func (f *Framework) RuntimeInfo(tj *trainer.TrainJob, rt *Runtime, opts BuildOpt
 // Build runs the whole Build phase and returns the objects to apply, in the
 // order to apply them.
 func (f *Framework) Build(ctx context.Context, tj *trainer.TrainJob, rt *Runtime, opts BuildOptions) ([]client.Object, *RuntimeInfo, error) {
-	info, err := f.RuntimeInfo(tj, rt, opts)
+	info, err := f.RuntimeInfo(ctx, tj, rt, opts)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -291,12 +295,27 @@ func (f *Framework) Build(ctx context.Context, tj *trainer.TrainJob, rt *Runtime
 	return objs, info, nil
 }
 
+// newRuntimeInfo is NewRuntimeInfo with the pods' DRA claims read.
+func (f *Framework) newRuntimeInfo(ctx context.Context, tj *trainer.TrainJob, rt *Runtime) (*RuntimeInfo, error) {
+	info, err := NewRuntimeInfo(tj, rt)
+	if err != nil {
+		return nil, err
+	}
+	if err := info.ReadClaims(ctx, f.handle.Reader(), tj.Namespace); err != nil {
+		return nil, err
+	}
+	return info, nil
+}
+
 // Validate runs the PreExecution phase: the CustomValidation plugins on a
 // RuntimeInfo built without enforcement. Results of all plugins are joined.
 func (f *Framework) Validate(ctx context.Context, rt *Runtime, oldObj, newObj *trainer.TrainJob) (admission.Warnings, field.ErrorList) {
 	info, err := NewRuntimeInfo(newObj, rt)
 	if err != nil {
 		return nil, field.ErrorList{field.Invalid(field.NewPath("spec", "runtimePatches"), "", err.Error())}
+	}
+	if err := info.ReadClaims(ctx, f.handle.Reader(), newObj.Namespace); err != nil {
+		return nil, field.ErrorList{field.InternalError(field.NewPath("spec", "runtimeRef"), err)}
 	}
 	var warnings admission.Warnings
 	var errs field.ErrorList

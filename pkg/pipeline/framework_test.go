@@ -248,7 +248,7 @@ func TestWithPlugins(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := fw.RuntimeInfo(pipelinetest.TrainJob(t, trainJobYAML), pipelinetest.Runtime(t, runtimeYAML), pipeline.BuildOptions{}); err != nil {
+		if _, err := fw.RuntimeInfo(context.Background(), pipelinetest.TrainJob(t, trainJobYAML), pipelinetest.Runtime(t, runtimeYAML), pipeline.BuildOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		var podSpec []string

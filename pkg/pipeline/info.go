@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
@@ -80,6 +81,10 @@ type PodSet struct {
 	Endpoints iter.Seq[string]
 	// SinglePodRequests are the resource requests of one pod.
 	SinglePodRequests corev1.ResourceList
+	// DeviceRequests are the device requests of the pod's DRA claims, read
+	// from their ResourceClaimTemplates and ResourceClaims (ReadClaims); a
+	// claim whose object does not exist asks for nothing.
+	DeviceRequests []resourcev1.DeviceRequest
 	// Template points into Template.ReplicatedJobs[i]: plugins edit it in place.
 	Template *corev1.PodTemplateSpec
 	// EntrypointSetBy names the plugin that settled the `node` container's
@@ -218,14 +223,56 @@ func CompletionIndexEnv(name string) corev1.EnvVar {
 	}}
 }
 
-// GPUsPerNode is the integer value of the first resource whose name contains
-// "gpu" (any case), in requests, else in limits; 0 when there is none.
-func GPUsPerNode(r corev1.ResourceRequirements) int64 {
+// GPUsPerNode is the GPUs of one pod: the integer value of the first
+// resource of its container whose name contains "gpu" (any case), in
+// requests, else in limits; else the devices its DRA claims request
+// (KEP-2782): the sum of the counts of the requests whose device class's
+// name contains "gpu". Extended resources come first, as upstream's; 0 when
+// there is neither.
+func GPUsPerNode(r corev1.ResourceRequirements, claims []resourcev1.DeviceRequest) int64 {
 	if n, ok := gpuIn(r.Requests); ok {
 		return n
 	}
-	n, _ := gpuIn(r.Limits)
+	if n, ok := gpuIn(r.Limits); ok {
+		return n
+	}
+	var n int64
+	for _, req := range claims {
+		class, mode, count := exactRequest(req)
+		// A request for all the devices of a class has no count before
+		// allocation.
+		if strings.Contains(strings.ToLower(class), "gpu") && mode != resourcev1.DeviceAllocationModeAll {
+			n += max(count, 1)
+		}
+	}
 	return n
+}
+
+// PodGPUs is the GPUs one pod of spec asks for: those of its containers'
+// resources (GPUsPerNode of each), else those of its DRA claims, whose
+// device requests are claims.
+func PodGPUs(spec *corev1.PodSpec, claims []resourcev1.DeviceRequest) int64 {
+	var n int64
+	for _, c := range spec.Containers {
+		n += GPUsPerNode(c.Resources, nil)
+	}
+	if n > 0 {
+		return n
+	}
+	return GPUsPerNode(corev1.ResourceRequirements{}, claims)
+}
+
+// exactRequest is a device request's class, mode and count; of a request
+// with alternatives, those of the first, the one the scheduler prefers.
+func exactRequest(r resourcev1.DeviceRequest) (string, resourcev1.DeviceAllocationMode, int64) {
+	if e := r.Exactly; e != nil {
+		return e.DeviceClassName, e.AllocationMode, e.Count
+	}
+	if len(r.FirstAvailable) > 0 {
+		s := r.FirstAvailable[0]
+		return s.DeviceClassName, s.AllocationMode, s.Count
+	}
+	return "", "", 0
 }
 
 func gpuIn(l corev1.ResourceList) (int64, bool) {
@@ -246,12 +293,39 @@ func gpuIn(l corev1.ResourceList) (int64, bool) {
 // TrainerResources returns the resources of the trainer's `node` container
 // after resourcesPerNode was merged, and whether there is such a container.
 func (i *RuntimeInfo) TrainerResources() (corev1.ResourceRequirements, bool) {
-	ps := i.TrainerPodSet()
-	if c := ps.Container(trainer.Node); c != nil {
-		return c.Resources, true
-	}
-	if c := i.PodSet(trainer.Node).Container(trainer.Node); c != nil {
+	if _, c := i.trainerNode(); c != nil {
 		return c.Resources, true
 	}
 	return corev1.ResourceRequirements{}, false
+}
+
+// TrainerGPUs is GPUsPerNode of the trainer's `node` container and of its
+// pod's DRA claims.
+func (i *RuntimeInfo) TrainerGPUs() int64 {
+	ps, _ := i.trainerNode()
+	return ps.GPUs(trainer.Node)
+}
+
+// trainerNode is the trainer's `node` container and its pod set: the
+// trainer step's, else the `node` replicated job's; nil when neither has one.
+func (i *RuntimeInfo) trainerNode() (*PodSet, *corev1.Container) {
+	for _, ps := range []*PodSet{i.TrainerPodSet(), i.PodSet(trainer.Node)} {
+		if c := ps.Container(trainer.Node); c != nil {
+			return ps, c
+		}
+	}
+	return nil, nil
+}
+
+// GPUs is GPUsPerNode of the pod set's container named container (none:
+// no resources) and of its pod's DRA claims.
+func (ps *PodSet) GPUs(container string) int64 {
+	if ps == nil {
+		return 0
+	}
+	var r corev1.ResourceRequirements
+	if c := ps.Container(container); c != nil {
+		r = c.Resources
+	}
+	return GPUsPerNode(r, ps.DeviceRequests)
 }

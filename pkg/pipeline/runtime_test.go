@@ -100,7 +100,7 @@ spec:
 	if diff := cmp.Diff(wantRes, spec.Containers[0].Resources); diff != "" {
 		t.Errorf("resourcesPerNode merged key by key over the runtime's (-want +got):\n%s", diff)
 	}
-	if got := pipeline.GPUsPerNode(spec.Containers[0].Resources); got != 8 {
+	if got := pipeline.GPUsPerNode(spec.Containers[0].Resources, nil); got != 8 {
 		t.Errorf("GPUsPerNode = %d, want 8 from the runtime's limits", got)
 	}
 	if got := info.TrainerPodSet().SinglePodRequests; got.Cpu().String() != "4" || got.Name("nvidia.com/gpu", resource.DecimalSI).Value() != 8 {

@@ -47,7 +47,7 @@ func (r *runtimeDefaults) prefetch(ctx context.Context, items []trainer.TrainJob
 
 // of returns the NODES and GPUS cells of tj.
 func (r *runtimeDefaults) of(ctx context.Context, tj *trainer.TrainJob) (string, string) {
-	return cells(r.fw, tj, r.lookup(ctx, tj))
+	return cells(ctx, r.fw, tj, r.lookup(ctx, tj))
 }
 
 // cells are the NODES and GPUS cells of tj on runtime rt (nil: unknown). NODES is numNodes of the TrainJob,
@@ -55,7 +55,7 @@ func (r *runtimeDefaults) of(ctx context.Context, tj *trainer.TrainJob) (string,
 // enforcement points (fw.RuntimeInfo) size every replicated job and merge resourcesPerNode, and each pod's
 // containers are counted as the pipeline counts GPUs (pipeline.GPUsPerNode), so list and render agree.
 // Without the runtime, GPUS is NODES times the GPUs of resourcesPerNode, when it names some.
-func cells(fw *pipeline.Framework, tj *trainer.TrainJob, rt *pipeline.Runtime) (string, string) {
+func cells(ctx context.Context, fw *pipeline.Framework, tj *trainer.TrainJob, rt *pipeline.Runtime) (string, string) {
 	var nodes int32
 	if t := tj.Spec.Trainer; t != nil {
 		nodes = ptr.Deref(t.NumNodes, 0)
@@ -68,12 +68,12 @@ func cells(fw *pipeline.Framework, tj *trainer.TrainJob, rt *pipeline.Runtime) (
 		n = strconv.Itoa(int(nodes))
 	}
 	if rt != nil {
-		if info, err := fw.RuntimeInfo(tj, rt, pipeline.BuildOptions{}); err == nil {
+		if info, err := fw.RuntimeInfo(ctx, tj, rt, pipeline.BuildOptions{}); err == nil {
 			return n, strconv.FormatInt(podGPUs(info), 10)
 		}
 	}
 	if t := tj.Spec.Trainer; t != nil && t.ResourcesPerNode != nil && nodes > 0 {
-		if perNode := pipeline.GPUsPerNode(*t.ResourcesPerNode); perNode > 0 {
+		if perNode := pipeline.GPUsPerNode(*t.ResourcesPerNode, nil); perNode > 0 {
 			g = strconv.FormatInt(int64(nodes)*perNode, 10)
 		}
 	}
@@ -89,9 +89,7 @@ func podGPUs(info *pipeline.RuntimeInfo) int64 {
 		if rj := info.ReplicatedJob(ps); rj != nil {
 			pods *= int64(max(rj.Replicas, 1))
 		}
-		for _, c := range ps.Template.Spec.Containers {
-			n += pods * pipeline.GPUsPerNode(c.Resources)
-		}
+		n += pods * pipeline.PodGPUs(&ps.Template.Spec, ps.DeviceRequests)
 	}
 	return n
 }

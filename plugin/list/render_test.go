@@ -65,7 +65,7 @@ func TestGPUsAgreeWithRender(t *testing.T) {
 			if js == nil {
 				t.Fatal("render built no JobSet")
 			}
-			_, gpus := cells(fw, tj, res.Runtime)
+			_, gpus := cells(context.Background(), fw, tj, res.Runtime)
 			if want := strconv.FormatInt(jobSetGPUs(js), 10); gpus != want {
 				t.Errorf("list shows GPUS %s, the JobSet render builds asks for %s", gpus, want)
 			}
@@ -78,9 +78,7 @@ func jobSetGPUs(js *jobsetv1alpha2.JobSet) int64 {
 	var n int64
 	for _, rj := range js.Spec.ReplicatedJobs {
 		pods := int64(rj.Replicas) * int64(ptr.Deref(rj.Template.Spec.Parallelism, 1))
-		for _, c := range rj.Template.Spec.Template.Spec.Containers {
-			n += pods * pipeline.GPUsPerNode(c.Resources)
-		}
+		n += pods * pipeline.PodGPUs(&rj.Template.Spec.Template.Spec, nil)
 	}
 	return n
 }

@@ -254,10 +254,8 @@ func gpusPerNode(spec *trainer.TrainingRuntimeSpec) string {
 	if err != nil {
 		return printers.None
 	}
-	if res, ok := info.TrainerResources(); ok {
-		if n := pipeline.GPUsPerNode(res); n > 0 {
-			return strconv.FormatInt(n, 10)
-		}
+	if n := info.TrainerGPUs(); n > 0 {
+		return strconv.FormatInt(n, 10)
 	}
 	return printers.None
 }

@@ -67,9 +67,7 @@ func summarizePod(p *corev1.Pod) PodSummary {
 		Status:        podStatus(p),
 		Started:       p.Status.StartTime,
 	}
-	for _, c := range p.Spec.Containers {
-		ps.GPUs += pipeline.GPUsPerNode(c.Resources)
-	}
+	ps.GPUs = pipeline.PodGPUs(&p.Spec, nil)
 	for _, cs := range p.Status.ContainerStatuses {
 		ps.Restarts += cs.RestartCount
 	}

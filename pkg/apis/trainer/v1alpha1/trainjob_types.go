@@ -361,6 +361,18 @@ type PodSpecPatch struct {
 	// +optional
 	SchedulingGates []corev1.PodSchedulingGate `json:"schedulingGates,omitempty"`
 
+	// resourceClaims defines which ResourceClaims must be allocated and reserved
+	// before the Pod is allowed to start. These claims are merged with any claims
+	// defined in the TrainingRuntime template via strategic merge patch (KEP-2782).
+	// More info: https://kubernetes.io/docs/concepts/scheduling-eviction/dynamic-resource-allocation/
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:XValidation:rule="self.all(c, has(c.resourceClaimName) && c.resourceClaimName != '' || has(c.resourceClaimTemplateName) && c.resourceClaimTemplateName != '')", message="each claim must set either resourceClaimName or resourceClaimTemplateName"
+	// +kubebuilder:validation:XValidation:rule="self.all(c, !(has(c.resourceClaimName) && c.resourceClaimName != '' && has(c.resourceClaimTemplateName) && c.resourceClaimTemplateName != ''))", message="each claim must set only one of resourceClaimName or resourceClaimTemplateName"
+	// +optional
+	ResourceClaims []corev1.PodResourceClaim `json:"resourceClaims,omitempty"`
+
 	// terminationGracePeriodSeconds of the Pods.
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf", message="field is immutable"

@@ -872,6 +872,13 @@ func (in *PodSpecPatch) DeepCopyInto(out *PodSpecPatch) {
 		*out = make([]corev1.PodSchedulingGate, len(*in))
 		copy(*out, *in)
 	}
+	if in.ResourceClaims != nil {
+		in, out := &in.ResourceClaims, &out.ResourceClaims
+		*out = make([]corev1.PodResourceClaim, len(*in))
+		for i := range *in {
+			(*in)[i].DeepCopyInto(&(*out)[i])
+		}
+	}
 	if in.TerminationGracePeriodSeconds != nil {
 		in, out := &in.TerminationGracePeriodSeconds, &out.TerminationGracePeriodSeconds
 		*out = new(int64)

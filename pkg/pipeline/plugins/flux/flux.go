@@ -271,13 +271,12 @@ func (f *Flux) Build(ctx context.Context, info *pipeline.RuntimeInfo, trainJob *
 	if tr := trainJob.Spec.Trainer; tr != nil && tr.NumProcPerNode != nil {
 		tasks = *tr.NumProcPerNode
 	}
-	resources, _ := info.TrainerResources()
 	scripts, err := renderScripts(scriptParams{
 		jobName:  trainJob.Name,
 		domain:   info.Subdomain(trainJob) + "." + trainJob.Namespace + ".svc.cluster.local",
 		nodes:    ps.Count,
 		tasks:    tasks,
-		gpus:     pipeline.GPUsPerNode(resources),
+		gpus:     info.TrainerGPUs(),
 		settings: s,
 	})
 	if err != nil {

@@ -134,7 +134,7 @@ func (m *MPI) EnforceMLPolicy(info *pipeline.RuntimeInfo, trainJob *trainer.Trai
 	if trainJob.Spec.Trainer != nil && trainJob.Spec.Trainer.NumProcPerNode != nil {
 		nproc = *trainJob.Spec.Trainer.NumProcPerNode
 	} else if nproc == 1 {
-		if gpus := pipeline.GPUsPerNode(nodeResources(info, launcherAsNode)); gpus > 1 {
+		if gpus := nodeGPUs(info, launcherAsNode); gpus > 1 {
 			nproc = int32(min(gpus, math.MaxInt32))
 		}
 	}
@@ -166,18 +166,16 @@ func (m *MPI) EnforceMLPolicy(info *pipeline.RuntimeInfo, trainJob *trainer.Trai
 	return nil
 }
 
-// nodeResources are the resources of one MPI node, where resourcesPerNode
-// was merged: the `node` job when the launcher runs as a node, else the
-// trainer step. Upstream reads the TrainJob's resourcesPerNode alone, so
-// GPUs set only in the runtime were missed (kubeflow/trainer PR #3974).
-func nodeResources(info *pipeline.RuntimeInfo, launcherAsNode bool) corev1.ResourceRequirements {
-	if launcherAsNode {
-		if c := info.PodSet(trainer.Node).Container(trainer.Node); c != nil {
-			return c.Resources
-		}
+// nodeGPUs are the GPUs of one MPI node, from the resources where
+// resourcesPerNode was merged and the pod's DRA claims: the `node` job when
+// the launcher runs as a node, else the trainer step. Upstream reads the
+// TrainJob's resourcesPerNode alone, so GPUs set only in the runtime were
+// missed (kubeflow/trainer PR #3974).
+func nodeGPUs(info *pipeline.RuntimeInfo, launcherAsNode bool) int64 {
+	if ps := info.PodSet(trainer.Node); launcherAsNode && ps.Container(trainer.Node) != nil {
+		return ps.GPUs(trainer.Node)
 	}
-	r, _ := info.TrainerResources()
-	return r
+	return info.TrainerGPUs()
 }
 
 // addSSHAuth mounts the SSH auth Secret into the pod set's `node` container.

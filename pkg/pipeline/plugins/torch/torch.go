@@ -85,7 +85,7 @@ func (*Torch) EnforceMLPolicy(info *pipeline.RuntimeInfo, tj *trainer.TrainJob) 
 		ps.Count = nodes
 	}
 	res, _ := info.TrainerResources()
-	nproc, gpus := settleNumProcPerNode(jt, res)
+	nproc, gpus := settleNumProcPerNode(jt, res, info.TrainerGPUs())
 	addr := masterAddr(info, ps, tj)
 
 	if c := ps.Container(trainer.Node); jt != nil && c != nil {
@@ -223,18 +223,18 @@ func (n numProcPerNode) String() string {
 }
 
 // settleNumProcPerNode returns the processes per node and the GPUs per node
-// of the trainer, from spec.trainer.numProcPerNode and the resources of the
-// trainer's `node` container. Those are the runtime's resources with
-// resourcesPerNode already merged, so a GPU the runtime requests still
-// counts when the TrainJob only sets CPU (upstream reads the TrainJob's
-// resourcesPerNode alone, spec §3.9, and falls back to the CPU count).
+// of the trainer, from spec.trainer.numProcPerNode, the trainer's GPUs and
+// the resources of the trainer's `node` container. Those are the runtime's
+// resources with resourcesPerNode already merged, so a GPU the runtime
+// requests still counts when the TrainJob only sets CPU (upstream reads the
+// TrainJob's resourcesPerNode alone, spec §3.9, and falls back to the CPU
+// count).
 //
 // Unset means auto; auto without GPUs becomes the CPU count rounded up (the
 // request, or the limit when the request is unset or zero), at least 1,
 // since torchrun's auto would otherwise start one process per host CPU, not
 // per CPU the pod may use.
-func settleNumProcPerNode(jt *trainer.Trainer, res corev1.ResourceRequirements) (numProcPerNode, int64) {
-	gpus := pipeline.GPUsPerNode(res)
+func settleNumProcPerNode(jt *trainer.Trainer, res corev1.ResourceRequirements, gpus int64) (numProcPerNode, int64) {
 	// The API rejects values below 1; treat such a value like unset rather
 	// than print a meaningless PET_NPROC_PER_NODE where nothing validated it.
 	if jt != nil && jt.NumProcPerNode != nil && *jt.NumProcPerNode >= 1 {

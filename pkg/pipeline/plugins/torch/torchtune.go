@@ -167,7 +167,7 @@ func validateTorchTune(info *pipeline.RuntimeInfo, tj *trainer.TrainJob) field.E
 	// TrainJob sets one, the merged resources.
 	nodes := numNodes(info, info.TrainerPodSet(), jt)
 	res, _ := info.TrainerResources()
-	nproc, gpus := settleNumProcPerNode(jt, res)
+	nproc, gpus := settleNumProcPerNode(jt, res, info.TrainerGPUs())
 
 	if nodes > 1 && model != modelLlama3_3_70B {
 		errs = append(errs, field.Invalid(trainerPath.Child("numNodes"), nodes, fmt.Sprintf("must be 1 for %v model", model)))

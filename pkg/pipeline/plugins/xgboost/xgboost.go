@@ -59,8 +59,7 @@ func (*XGBoost) EnforceMLPolicy(info *pipeline.RuntimeInfo, trainJob *trainer.Tr
 	}
 	// Merged resources: GPUs set only in the runtime count even when the
 	// TrainJob's resourcesPerNode names other resources.
-	resources, _ := info.TrainerResources()
-	workersPerNode := max(pipeline.GPUsPerNode(resources), 1)
+	workersPerNode := max(info.TrainerGPUs(), 1)
 	numWorkers := min(int64(ps.Count)*workersPerNode, math.MaxInt32)
 	pipeline.UpsertEnv(c,
 		corev1.EnvVar{Name: EnvTrackerURI, Value: info.FirstEndpoint(trainJob, ps.Name)},
