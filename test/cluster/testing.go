@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -133,6 +134,22 @@ func requireMachine(t testing.TB, unsupported error) {
 		t.Skipf("this machine cannot run real containers: %v", unsupported)
 	}
 	t.Fatal(unsupported)
+}
+
+// RequireChromium is the path of Debian's chromium, which `make tools` installs for the dashboard's browser
+// tests: it skips t where `make tools` cannot install it (not Linux as root with apt-get), and fails t where
+// it could but has not.
+func RequireChromium(t testing.TB) string {
+	t.Helper()
+	path, err := exec.LookPath("chromium")
+	if err == nil {
+		return path
+	}
+	if _, aptErr := exec.LookPath("apt-get"); !machineCouldRunContainers() || aptErr != nil {
+		t.Skipf("no chromium, and `make tools` installs it only on Linux as root with apt-get: %v", err)
+	}
+	t.Fatalf("no chromium: run `make tools`, which installs Debian's (%v)", err)
+	return ""
 }
 
 // machineCouldRunContainers: Linux, as root; what else real containers need, `make tools` installs.

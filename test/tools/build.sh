@@ -103,6 +103,21 @@ node_packages() {
 	echo ">> installed them in $((SECONDS - start))s" >&2
 }
 
+# browser_packages: the dashboard's browser tests drive Debian's Chromium, headless (chromedp). It is installed
+# here as the real node's packages are, on Linux as root; elsewhere those tests are skipped and say why.
+browser_packages() {
+	command -v chromium >/dev/null && return 0
+	if [[ $(uname -s) != Linux || $(id -u) != 0 ]] || ! command -v apt-get >/dev/null; then
+		echo ">> the dashboard's browser tests need chromium (not installed: this is not Linux as root with apt-get); they are skipped" >&2
+		return 0
+	fi
+	echo ">> installing Debian's chromium for the dashboard's browser tests" >&2
+	local start=$SECONDS
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null ||
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+	echo ">> installed it in $((SECONDS - start))s" >&2
+}
+
 want() { [[ $# -eq 0 ]] && return 0; local n; for n in "${selected[@]}"; do [[ $n == "$1" ]] && return 0; done; return 1; }
 selected=("$@")
 sel() { [[ ${#selected[@]} -eq 0 ]] || want "$1"; }
@@ -120,6 +135,7 @@ sel cni && build_cni "$CNI_PLUGINS_VERSION"
 # Our own program: keyed by its source, so an edit builds it again.
 sel pause && build pause "src-$(cat "$repo/test/images/pause/main.go" | sha256sum | cut -c1-12)" ../.. ./test/images/pause
 sel node-packages && node_packages
+sel browser-packages && browser_packages
 sel jobset && build jobset "$JOBSET_VERSION" controllers sigs.k8s.io/jobset
 sel kwok && build kwok "$KWOK_VERSION" controllers sigs.k8s.io/kwok/cmd/kwok
 # Kueue has its own module: it pins k8s.io v0.35 and Kubeflow Trainer's Go code (its TrainJob PodSets come from it).

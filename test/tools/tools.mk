@@ -17,7 +17,7 @@ OPERATOR ?=
 ##@ Local cluster
 .PHONY: tools dev-cluster
 
-tools: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kubelet, kube-proxy, CNI plugins, JobSet, KWOK, Kueue, controller-gen, kustomize, krew (cached by version); install containerd, runc, iptables (Linux, root).
+tools: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kubelet, kube-proxy, CNI plugins, JobSet, KWOK, Kueue, controller-gen, kustomize, krew (cached by version); install containerd, runc, iptables, chromium (Linux, root).
 	TOOLS_BIN=$(TOOLS_BIN) $(CURDIR)/test/tools/build.sh
 
 dev-cluster: tools $(if $(OPERATOR),$(if $(KUBECTL_TRAINJOB_BIN),,build)) ## Run the full local cluster in the foreground (Ctrl-C stops it); prints the export KUBECONFIG line.

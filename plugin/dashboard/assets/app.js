@@ -247,7 +247,7 @@ function renderDetail(namespace, name) {
   out.push(section('Replicated jobs', table(['Name', 'Ready', 'Active', 'Succeeded', 'Failed', 'Suspended'],
     s.jobs.map((j) => [j.name, j.ready, j.active, j.succeeded, j.failed, j.suspended]))));
   out.push(section('Timeline', table(['Time', 'Since', 'Source', 'Type', 'Status', 'Reason', 'Message'],
-    s.timeline.map((e) => [clock(e.time), e.since, e.source, e.type, e.status, e.reason, e.message + (e.count > 1 ? ' (×' + e.count + ')' : '')]))));
+    s.timeline.map((e) => [clock(e.time), e.since, e.source, e.type, e.status, e.reason, (e.message || '') + (e.count > 1 ? ' (×' + e.count + ')' : '')]))));
   if (s.warnings && s.warnings.length) {
     out.push(section('Warnings', table(['Last seen', 'Object', 'Reason', 'Message'],
       s.warnings.map((w) => [clock(w.lastSeen), w.object, w.reason, w.message]))));
@@ -268,7 +268,7 @@ function failureCard(f, text) {
     el('dl', {},
       [['Pod', f.pod], ['Rank', f.rank], ['Replicated job', f.replicatedJob], ['Node', f.node], ['Container', f.container],
         ['Exit code', f.exitCode], ['Reason', f.reason], ['When', clock(f.time)], ['Restarts', f.restarts]]
-        .filter(([, v]) => v !== undefined && v !== '').map(([k, v]) => [el('dt', {}, k), el('dd', {}, v)])),
+        .filter(([, v]) => v !== undefined && v !== '').flatMap(([k, v]) => [el('dt', {}, k), el('dd', {}, v)])),
     f.message ? el('p', {}, f.message) : null,
     f.log ? el('pre', { class: 'log' }, f.log.join('\n')) : f.logUnavailable ? el('p', { class: 'muted' }, 'No log: ', f.logUnavailable) : null);
 }

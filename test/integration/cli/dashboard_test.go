@@ -24,8 +24,10 @@ import (
 // dashboardPage is a running `kubectl trainjob dashboard` and a browser's client of it: it has opened the
 // printed URL, so it holds the token's cookie.
 type dashboardPage struct {
-	base   *url.URL
-	client *http.Client
+	// printed is the URL the command printed, with its token.
+	printed string
+	base    *url.URL
+	client  *http.Client
 }
 
 // startDashboard runs `kubectl trainjob dashboard ARGS…` until the test ends and opens the URL it prints.
@@ -39,7 +41,7 @@ func startDashboard(t *testing.T, args ...string) *dashboardPage {
 		t.Fatalf("dashboard printed no URL with a token: %q", s.out.String())
 	}
 	jar, _ := cookiejar.New(nil)
-	p := &dashboardPage{base: &url.URL{Scheme: u.Scheme, Host: u.Host}, client: &http.Client{Jar: jar}}
+	p := &dashboardPage{printed: printed, base: &url.URL{Scheme: u.Scheme, Host: u.Host}, client: &http.Client{Jar: jar}}
 	resp, err := p.client.Get(printed)
 	if err != nil {
 		t.Fatal(err)

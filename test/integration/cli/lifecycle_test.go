@@ -62,12 +62,13 @@ func (f *fixture) suspended(name string) bool {
 	return ptr.Deref(tj.Spec.Suspend, false)
 }
 
-// TestLifecycle suspends, resumes and deletes TrainJobs, and serves the dashboard (testDashboard).
+// TestLifecycle suspends, resumes and deletes TrainJobs, and serves the dashboard (testDashboard), also to a real browser (testDashboardInBrowser).
 func TestLifecycle(t *testing.T) {
 	c := apiCluster(t)
 	cmds := []plugin.CommandAdder{lifecycle.NewCmdSuspend, lifecycle.NewCmdResume, deleteCmd(false)}
 
 	t.Run("dashboard", func(t *testing.T) { testDashboard(t, c) })
+	t.Run("dashboard-browser", func(t *testing.T) { testDashboardInBrowser(t, c) })
 
 	t.Run("suspend-resume", func(t *testing.T) {
 		f := fixtureOn(t, c)

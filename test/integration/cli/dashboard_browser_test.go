@@ -1,0 +1,108 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
+)
+
+// testDashboardInBrowser opens the dashboard in a real headless Chromium (Debian's, which `make tools`
+// installs) driven by chromedp, on the API server c: the list shows the TrainJobs with their stages, a change
+// of stage shows without a reload, a failed TrainJob's page shows its first failure and its rank grid, and a
+// read-only dashboard offers no action. Every step waits on the DOM. Screenshots of each view at 1440×900 and
+// 390×844 are saved in the test's artifacts (go test -artifacts keeps them).
+func testDashboardInBrowser(t *testing.T, c *cluster.Cluster) {
+	chromium := cluster.RequireChromium(t)
+	f := fixtureOn(t, c)
+	tj := runningTrainJob(f, "llama")
+	failedTrainJob(f, "oom")
+	page := startDashboard(t, kubeArgs(c, f.ns)...)
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium), chromedp.NoSandbox,
+		chromedp.WindowSize(1440, 900), chromedp.Flag("disable-dev-shm-usage", true))
+	alloc, cancelAlloc := chromedp.NewExecAllocator(t.Context(), opts...)
+	defer cancelAlloc()
+	browser, cancelBrowser := chromedp.NewContext(alloc)
+	defer cancelBrowser()
+	ctx, cancel := context.WithTimeout(browser, 3*time.Minute)
+	defer cancel()
+	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(ctx, steps...); err != nil {
+			failInBrowser(t, browser, what, err)
+		}
+	}
+	screenshots := func(view string) {
+		t.Helper()
+		for _, size := range []struct{ w, h int64 }{{1440, 900}, {390, 844}} {
+			do("the viewport "+view, chromedp.EmulateViewport(size.w, size.h), chromedp.WaitVisible(chromedp.CSS("main")))
+			png := inBrowser(t, ctx, browser, "a screenshot of "+view, chromedp.CaptureScreenshot())
+			name := filepath.Join(t.ArtifactDir(), fmt.Sprintf("%s-%dx%d.png", view, size.w, size.h))
+			if err := os.WriteFile(name, png, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	row := func(name, stage string) chromedp.CSS {
+		return chromedp.CSS(`#trainjobs tr[data-name="` + name + `"] .stage[data-stage="` + stage + `"]`)
+	}
+
+	do("the list", chromedp.EmulateViewport(1440, 900), chromedp.Navigate(page.printed),
+		chromedp.WaitVisible(row("llama", "Training")), chromedp.WaitVisible(row("oom", "Failed")),
+		chromedp.WaitVisible(chromedp.CSS(`#live.live-ok`)))
+	// A mark on the document: a reload would lose it.
+	inBrowser(t, ctx, browser, "the mark", chromedp.Evaluate[string](`document.body.dataset.mark = "not reloaded"`))
+	screenshots("list")
+
+	tj.Status.Conditions = []metav1.Condition{condition(trainer.TrainJobComplete, "AllJobsCompleted", "jobset completed successfully", metav1.ConditionTrue, metav1.Now())}
+	tj.Status.JobsStatus = []trainer.JobStatus{jobStatus("node", 0, 0, 1, 0)}
+	f.updateStatus(tj)
+	do("the change of stage", chromedp.WaitVisible(row("llama", "Complete")))
+	if mark := inBrowser(t, ctx, browser, "the mark", chromedp.Evaluate[string](`document.body.dataset.mark || ""`)); mark != "not reloaded" {
+		t.Errorf("the page was reloaded to show llama Complete (mark %q)", mark)
+	}
+
+	do("a failed TrainJob", chromedp.EmulateViewport(1440, 900), chromedp.Click(chromedp.CSS(`#trainjobs tr[data-name="oom"] a`)),
+		chromedp.WaitVisible(chromedp.CSS(`#detail .title .stage[data-stage="Failed"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#first-failure`)),
+		chromedp.WaitVisible(chromedp.CSS(`.ranks .cell.pod-failed`)))
+	failure := inBrowser(t, ctx, browser, "the first failure", chromedp.Text(chromedp.CSS(`#first-failure`)))
+	for _, want := range []string{"OOMKilled", "137", "gpu-node-2"} {
+		if !strings.Contains(failure, want) {
+			t.Errorf("the first failure card lacks %q:\n%s", want, failure)
+		}
+	}
+	if n := inBrowser(t, ctx, browser, "the actions", chromedp.Evaluate[int](`document.querySelectorAll("button.action").length`)); n != 0 {
+		t.Errorf("a read-only dashboard shows %d action buttons", n)
+	}
+	screenshots("trainjob")
+}
+
+// inBrowser runs action in the page of ctx and returns its value; on error it fails t with the page's HTML.
+func inBrowser[T any](t *testing.T, ctx, browser context.Context, what string, action chromedp.Action[T]) T {
+	t.Helper()
+	v, err := chromedp.Run(ctx, action)
+	if err != nil {
+		failInBrowser(t, browser, what, err)
+	}
+	return v
+}
+
+// failInBrowser fails t, saying what was waited for and what the page holds.
+func failInBrowser(t *testing.T, browser context.Context, what string, err error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(browser, 10*time.Second)
+	defer cancel()
+	html, _ := chromedp.Run(ctx, chromedp.OuterHTML(chromedp.CSS("body")))
+	t.Fatalf("%s: %v\npage:\n%s", what, err, html)
+}
