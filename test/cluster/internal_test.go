@@ -57,9 +57,9 @@ func TestFakeNodes(t *testing.T) {
 			want: []node{{"gpu-node-0", "8", GPUProductH100, true}, {"gpu-node-1", "8", GPUProductH100, true}, {"gpu-node-2", "8", GPUProductA100, true}},
 		},
 		{
-			name: "with the real node, the CPU nodes are tainted as simulated",
+			name: "with the real node, the CPU nodes are untainted: the real node is the tainted one",
 			opts: Options{Profile: ProfileFull, GPUNodes: 1, CPUNodes: 1, GPUsPerNode: 8, RealNode: true},
-			want: []node{{"gpu-node-0", "8", GPUProductH100, true}, {"cpu-node-0", "0", "", true}},
+			want: []node{{"gpu-node-0", "8", GPUProductH100, true}, {"cpu-node-0", "0", "", false}},
 		},
 	}
 	for _, tt := range tests {

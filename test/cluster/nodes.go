@@ -26,10 +26,6 @@ const (
 
 	// kwokNodeAnnotation marks the nodes KWOK manages.
 	kwokNodeAnnotation = "kwok.x-k8s.io/node"
-	// SimulatedTaintKey taints the simulated CPU nodes (value "fake", effect NoSchedule, as KWOK's own examples
-	// do) when the cluster has the real node: a pod that asks for no GPU then runs for real unless it tolerates
-	// being simulated. The GPU nodes need no such taint: only pods that tolerate GPUTaintKey land there.
-	SimulatedTaintKey = kwokNodeAnnotation
 )
 
 // GPUNodeName is the name of the i-th GPU node.
@@ -41,11 +37,6 @@ func CPUNodeName(i int) string { return fmt.Sprintf("cpu-node-%d", i) }
 // GPUToleration tolerates the taint of the GPU nodes.
 func GPUToleration() corev1.Toleration {
 	return corev1.Toleration{Key: GPUTaintKey, Operator: corev1.TolerationOpEqual, Value: "present", Effect: corev1.TaintEffectNoSchedule}
-}
-
-// SimulatedToleration tolerates the taint of the simulated CPU nodes.
-func SimulatedToleration() corev1.Toleration {
-	return corev1.Toleration{Key: SimulatedTaintKey, Operator: corev1.TolerationOpEqual, Value: "fake", Effect: corev1.TaintEffectNoSchedule}
 }
 
 // gpuModel is what GPU feature discovery says of a node's GPUs, beside their count.
@@ -82,12 +73,7 @@ func fakeNodes(o Options) []*corev1.Node {
 		nodes = append(nodes, node)
 	}
 	for i := range max(o.CPUNodes, 0) {
-		node := fakeNode(CPUNodeName(i), 0)
-		if o.RealNode {
-			t := SimulatedToleration()
-			node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect})
-		}
-		nodes = append(nodes, node)
+		nodes = append(nodes, fakeNode(CPUNodeName(i), 0))
 	}
 	return nodes
 }

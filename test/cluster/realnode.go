@@ -31,6 +31,10 @@ const (
 	RealNodeName = "system-node-0"
 	// RealNodeLabel is set to "true" on the real node: a pod that must run for real selects it.
 	RealNodeLabel = "trainjob.dev/real-node"
+	// RealNodeTaintKey taints the real node (value "true", effect NoSchedule), as a cluster taints the nodes it
+	// dedicates to some pods: only a pod that tolerates it (and selects RealNodeLabel) lands there, and every
+	// other pod stays on the simulated nodes, where no image needs pulling.
+	RealNodeTaintKey = RealNodeLabel
 	// PauseImage is the pause image of the real node's pod sandboxes, built from test/images/pause.
 	PauseImage = "trainjob.local/pause:1"
 	// serviceIP is the `kubernetes` Service's ClusterIP: the first address of envtest's 10.0.0.0/24.
@@ -190,6 +194,7 @@ func (c *Cluster) startRealNode(ctx context.Context) error {
 		"--hostname-override="+RealNodeName,
 		"--node-ip="+nn.nodeIP.String(),
 		"--node-labels="+RealNodeLabel+"=true",
+		"--register-with-taints="+RealNodeTaintKey+"=true:NoSchedule",
 		"--volume-plugin-dir="+filepath.Join(node.dir, "kubelet", "volume-plugins"),
 		"--v=2",
 	)
@@ -197,6 +202,11 @@ func (c *Cluster) startRealNode(ctx context.Context) error {
 		return err
 	}
 	return waitUntil(ctx, realNodeStartTimeout, "real node "+RealNodeName+" Ready", []*process{node.containerd.proc, proxy, kubelet}, c.realNodeReady)
+}
+
+// RealNodeToleration tolerates the taint of the real node.
+func RealNodeToleration() corev1.Toleration {
+	return corev1.Toleration{Key: RealNodeTaintKey, Operator: corev1.TolerationOpEqual, Value: "true", Effect: corev1.TaintEffectNoSchedule}
 }
 
 // startNodeProcess starts a component of the real node inside its network namespace.

@@ -23,7 +23,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
@@ -197,9 +196,8 @@ func run(ctx context.Context, o options) (err error) {
 	step.done()
 
 	if onRealNode {
-		args := cpuTrainJobArgs()
-		step.start("kubectl trainjob " + strings.Join(args, " ") + fmt.Sprintf("   (%d real CPU ranks on %s, next to the simulated GPU job)", cpuRanks, cluster.RealNodeName))
-		if err := cli(append(args, "-n", namespace)...).Run(); err != nil {
+		step.start("kubectl trainjob create -f " + cpuTrainJobFile + fmt.Sprintf("   (%d real CPU ranks on %s, next to the simulated GPU job)", cpuRanks, cluster.RealNodeName))
+		if err := cli("create", "-n", namespace, "-f", filepath.Join(o.root, cpuTrainJobFile)).Run(); err != nil {
 			return fmt.Errorf("kubectl trainjob create: %w", err)
 		}
 		step.done()

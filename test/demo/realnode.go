@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/images"
@@ -19,11 +18,12 @@ const (
 	operatorImage     = "trainjob.local/kubectl-trainjob:demo"
 	cpuTrainerImage   = "trainjob.local/torchtrainer:demo"
 	cpuTrainerPackage = "./test/images/torchtrainer"
-	cpuTrainJobName   = "sgd"
-	cpuRanks          = 3
-	cpuSteps          = 20
-	// cpuStepPace keeps the CPU TrainJob training while the simulated one runs, so that both show at once.
-	cpuStepPace = "500ms"
+	// cpuTrainJobFile is the CPU TrainJob: the shipped torch-distributed runtime, patched onto the real node.
+	cpuTrainJobFile = "test/demo/sgd.yaml"
+	cpuTrainJobName = "sgd"
+	// cpuRanks and cpuSteps are cpuTrainJobFile's numNodes and TRAINER_STEPS.
+	cpuRanks = 3
+	cpuSteps = 20
 )
 
 // realNode says in one line which mode the demo runs in, and returns nil when it is the real node's, or why
@@ -56,12 +56,4 @@ func buildImages(ctx context.Context, root, binary, dir string) ([]string, error
 		return nil, err
 	}
 	return []string{operator, trainer}, nil
-}
-
-// cpuTrainJobArgs creates the CPU TrainJob on the shipped torch-distributed runtime: no GPU asked, so its pods
-// land on the real node (the simulated CPU nodes are tainted when it runs).
-func cpuTrainJobArgs() []string {
-	return []string{"create", cpuTrainJobName, "--runtime", "torch-distributed", "--nodes", strconv.Itoa(cpuRanks),
-		"--image", cpuTrainerImage, "--env", "TRAINER_STEPS=" + strconv.Itoa(cpuSteps), "--env", "TRAINER_STEP_PACE=" + cpuStepPace,
-		"--", "/torchtrainer"}
 }

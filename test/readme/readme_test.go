@@ -110,8 +110,7 @@ var commands = map[string]runBy{
 		tests: []string{"test/cluster/cmd/dev-cluster.TestMakeDevClusterKueue"}},
 
 	// docs/real-node.md: the demo's CPU TrainJob on the real node.
-	"kubectl trainjob create sgd --runtime torch-distributed --nodes 3 --image trainjob.local/torchtrainer:demo --env TRAINER_STEPS=20 --env TRAINER_STEP_PACE=500ms -- /torchtrainer": {
-		tests: []string{"test/demo.TestNoWait"}},
+	"kubectl trainjob create -f test/demo/sgd.yaml": {tests: []string{"test/demo.TestNoWait"}},
 
 	// CONTRIBUTING.md.
 	"make test":                     {tests: []string{"test/readme.TestCIRunsMakeTest"}},

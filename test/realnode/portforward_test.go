@@ -37,7 +37,7 @@ func TestPortForward(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// No simulated CPU node: the trainers, which ask for no GPU, land on the real node.
+	// No simulated CPU node: the trainers, which tolerate the real node's taint and select it, land there.
 	c := cluster.StartForTest(t, cluster.Options{Profile: cluster.ProfileFull, GPUNodes: 1, CPUNodes: -1, RealNode: true, RealNodeImages: []string{archive}})
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	if err := c.WriteKubeconfig(kubeconfig); err != nil {

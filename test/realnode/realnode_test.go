@@ -75,7 +75,8 @@ func TestRealNode(t *testing.T) {
 		}
 		archives = append(archives, archive)
 	}
-	// No simulated CPU nodes: the operator and the trainers, which ask for no GPU, must land on the real node.
+	// No simulated CPU nodes: the operator and the trainers, which tolerate the real node's taint and select it,
+	// land there; a pod that does not tolerate it waits.
 	c := cluster.StartForTest(t, cluster.Options{
 		Profile: cluster.ProfileFull, GPUNodes: 1, CPUNodes: -1,
 		RealNode: true, RealNodeImages: archives,
@@ -100,6 +101,7 @@ func TestRealNode(t *testing.T) {
 
 	r.run(t, "the operator runs as its Deployment's pods on the real node", r.operatorPods)
 	r.run(t, "the operator's namespace enforces the restricted Pod Security Standard", r.restrictedNamespace)
+	r.run(t, "a TrainJob on a shipped runtime that does not ask for the real node is not scheduled there", r.notOnRealNode)
 	r.run(t, "a 3-node torch TrainJob trains for real to Complete and reports its progress", r.torchTrainJob)
 	r.run(t, "an MPI TrainJob on the deepspeed runtime reaches every host of its hostfile and trains to Complete", r.mpiTrainJob)
 	r.run(t, "a rank killed mid-run is replaced and the TrainJob still completes", r.killedRank)

@@ -31,9 +31,10 @@ import (
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/images/sgd"
 )
 
-// torchTrainJob is a TrainJob of nodes nodes on the shipped torch-distributed runtime, running torchtrainer.
+// torchTrainJob is a TrainJob of nodes nodes on the shipped torch-distributed runtime, running torchtrainer on
+// the real node.
 func torchTrainJob(ns, name string, nodes int32, env ...corev1.EnvVar) *trainer.TrainJob {
-	return &trainer.TrainJob{
+	tj := &trainer.TrainJob{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: trainer.TrainJobSpec{
 			RuntimeRef: trainer.RuntimeRef{Name: "torch-distributed"},
@@ -44,6 +45,65 @@ func torchTrainJob(ns, name string, nodes int32, env ...corev1.EnvVar) *trainer.
 				Env:      env,
 			},
 		},
+	}
+	onRealNode(tj, trainer.Node)
+	return tj
+}
+
+// onRealNode puts the pods of the replicated jobs jobs of tj on the real node, as a user puts a TrainJob on
+// nodes a cluster keeps for some pods: a runtime patch that selects the node's label and tolerates its taint.
+func onRealNode(tj *trainer.TrainJob, jobs ...string) {
+	spec := &trainer.JobSetSpecPatch{}
+	for _, name := range jobs {
+		spec.ReplicatedJobs = append(spec.ReplicatedJobs, trainer.ReplicatedJobPatch{Name: name, Template: &trainer.JobTemplatePatch{
+			Spec: &trainer.JobSpecPatch{Template: &trainer.PodTemplatePatch{Spec: &trainer.PodSpecPatch{
+				NodeSelector: map[string]string{cluster.RealNodeLabel: "true"},
+				Tolerations:  []corev1.Toleration{cluster.RealNodeToleration()},
+			}}},
+		}})
+	}
+	tj.Spec.RuntimePatches = append(tj.Spec.RuntimePatches, trainer.RuntimePatch{
+		Manager:             "realnode.test.trainjob.dev/on-real-node",
+		TrainingRuntimeSpec: &trainer.TrainingRuntimeSpecPatch{Template: &trainer.JobSetTemplatePatch{Spec: spec}},
+	})
+}
+
+// notOnRealNode: a TrainJob on a shipped runtime that does not ask for the real node is not scheduled there
+// (it would sit in ImagePullBackOff: the real node pulls nothing). This cluster has no other node its pod
+// tolerates, so it waits; status and fit name the real node's taint as any other.
+func (r *realNodeSuite) notOnRealNode(t *testing.T) {
+	ns := r.namespace(t)
+	tj := torchTrainJob(ns, "cpu", 1)
+	tj.Spec.RuntimePatches = nil
+	if err := r.cl.Create(t.Context(), tj); err != nil {
+		t.Fatal(err)
+	}
+	r.eventually(t, "the scheduler to refuse the pod of TrainJob "+tj.Name, func(ctx context.Context) (bool, error) {
+		var pods corev1.PodList
+		if err := r.cl.List(ctx, &pods, client.InNamespace(ns)); err != nil {
+			return false, err
+		}
+		if len(pods.Items) == 0 {
+			return false, fmt.Errorf("no pod yet")
+		}
+		for _, p := range pods.Items {
+			if p.Spec.NodeName != "" {
+				t.Fatalf("pod %s of a TrainJob on the shipped runtime was scheduled onto %s", p.Name, p.Spec.NodeName)
+			}
+			for _, c := range p.Status.Conditions {
+				if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+					return true, nil
+				}
+			}
+		}
+		return false, fmt.Errorf("pods not refused yet: %v", pods.Items[0].Status.Conditions)
+	})
+	taint := cluster.RealNodeTaintKey + "=true:NoSchedule"
+	if out := r.cli(t, "status", tj.Name, "-n", ns); !strings.Contains(out, taint) {
+		t.Errorf("status does not name the real node's taint %s:\n%s", taint, out)
+	}
+	if out := r.cliExit(t, 5, "fit", tj.Name, "-n", ns); !strings.Contains(out, cluster.RealNodeName+" is tainted "+taint) {
+		t.Errorf("fit does not say that %s is tainted %s:\n%s", cluster.RealNodeName, taint, out)
 	}
 }
 
@@ -95,12 +155,18 @@ func sameLossesDown(t *testing.T, logs map[string]string, ranks, steps int) []st
 // cli runs kubectl-trainjob with args against the cluster and returns its standard output.
 func (r *realNodeSuite) cli(t *testing.T, args ...string) string {
 	t.Helper()
+	return r.cliExit(t, 0, args...)
+}
+
+// cliExit is cli of a command that must exit with code.
+func (r *realNodeSuite) cliExit(t *testing.T, code int, args ...string) string {
+	t.Helper()
 	cmd := exec.CommandContext(t.Context(), r.binary, args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+r.kubeconfig, "NO_COLOR=1")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("kubectl-trainjob %s: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
+	if err := cmd.Run(); cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != code {
+		t.Fatalf("kubectl-trainjob %s: %v, want exit code %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), err, code, stdout.String(), stderr.String())
 	}
 	return stdout.String()
 }
@@ -217,6 +283,7 @@ func (r *realNodeSuite) mpiTrainJob(t *testing.T) {
 			},
 		},
 	}
+	onRealNode(tj, trainer.Launcher, trainer.Node)
 	// The JobSet completes with the launcher and then deletes the nodes' pods, as it would stop sshd: their
 	// logs are followed while they run.
 	followed := r.followLogs(t, ns)

@@ -26,8 +26,8 @@ const operatorImageName = "ghcr.io/kubectl-trainjob/kubectl-trainjob"
 const rolloutTimeout = 3 * time.Minute
 
 // UpAsDeployment installs the product on a cluster with a real node exactly as a user would: everything
-// `kustomize build config/default` produces, with only the operator's image set (kustomize `images:`), applied
-// server-side. The operator then runs as its Deployment's pods on the real node — probes by the kubelet,
+// `kustomize build config/default` produces, with only the operator's image set (kustomize `images:`) and its
+// pods given the real node (its label and the toleration of its taint), applied server-side. The operator then runs as its Deployment's pods on the real node — probes by the kubelet,
 // webhooks reached through their Service, the certificate the operator writes into its Secret. image must be
 // one of the cluster's Options.RealNodeImages. It returns once the Deployment has rolled out and the webhooks
 // admit; Down has nothing to stop (the cluster's Stop removes the pods). args, when given, are added to the
@@ -66,8 +66,9 @@ func UpAsDeployment(ctx context.Context, c *cluster.Cluster, image string, logf 
 }
 
 // buildManifestsWithImage is buildManifests of a kustomization in dir that takes config/default and sets the
-// operator's image, as `kustomize edit set image kubectl-trainjob=<image>` would in a user's overlay, and adds
-// args to its command line with a JSON patch.
+// operator's image, as `kustomize edit set image kubectl-trainjob=<image>` would in a user's overlay, puts its
+// pods on the real node (its label and its taint's toleration) and adds args to its command line with a JSON
+// patch.
 func buildManifestsWithImage(ctx context.Context, root, image string, args []string) ([]*unstructured.Unstructured, error) {
 	name, tag, ok := strings.Cut(image, ":")
 	if !ok || strings.Contains(tag, "/") {
@@ -95,11 +96,14 @@ images:
     newName: %s
     newTag: %q
 `, base, operatorImageName, name, tag)
-	if len(args) > 0 {
-		kustomization += "patches:\n  - target: {kind: Deployment}\n    patch: |-\n"
-		for _, a := range args {
-			kustomization += fmt.Sprintf("      - {op: add, path: /spec/template/spec/containers/0/args/-, value: %q}\n", a)
-		}
+	// The real node is tainted as a cluster taints the nodes it keeps for some pods: the operator's pods
+	// tolerate the taint and select the node, as the overlay of such a cluster would make them.
+	tol := cluster.RealNodeToleration()
+	kustomization += "patches:\n  - target: {kind: Deployment}\n    patch: |-\n" +
+		fmt.Sprintf("      - {op: add, path: /spec/template/spec/nodeSelector, value: {%q: \"true\"}}\n", cluster.RealNodeLabel) +
+		fmt.Sprintf("      - {op: add, path: /spec/template/spec/tolerations, value: [{key: %q, operator: %s, value: %q, effect: %s}]}\n", tol.Key, tol.Operator, tol.Value, tol.Effect)
+	for _, a := range args {
+		kustomization += fmt.Sprintf("      - {op: add, path: /spec/template/spec/containers/0/args/-, value: %q}\n", a)
 	}
 	if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(kustomization), 0o644); err != nil {
 		return nil, err
