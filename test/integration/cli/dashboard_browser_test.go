@@ -18,14 +18,16 @@ import (
 
 // testDashboardInBrowser opens the dashboard in a real headless Chromium (Debian's, which `make tools`
 // installs) driven by chromedp, on the API server c: the list shows the TrainJobs with their stages, a change
-// of stage shows without a reload, a failed TrainJob's page shows its first failure and its rank grid, and a
-// read-only dashboard offers no action. Every step waits on the DOM. Screenshots of each view at 1440×900 and
-// 390×844 are saved in the test's artifacts (go test -artifacts keeps them).
+// of stage shows without a reload, a failed TrainJob's page shows its first failure and its rank grid, a
+// read-only dashboard offers no action, and one with --allow-writes suspends and resumes. Every step waits on
+// the DOM. Screenshots of each view at 1440×900 and 390×844 are saved in the test's artifacts (go test
+// -artifacts keeps them).
 func testDashboardInBrowser(t *testing.T, c *cluster.Cluster) {
 	chromium := cluster.RequireChromium(t)
 	f := fixtureOn(t, c)
 	tj := runningTrainJob(f, "llama")
 	failedTrainJob(f, "oom")
+	runningTrainJob(f, "other")
 	page := startDashboard(t, kubeArgs(c, f.ns)...)
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium), chromedp.NoSandbox,
@@ -86,6 +88,22 @@ func testDashboardInBrowser(t *testing.T, c *cluster.Cluster) {
 		t.Errorf("a read-only dashboard shows %d action buttons", n)
 	}
 	screenshots("trainjob")
+
+	// With --allow-writes the page suspends and resumes, and shows each change of stage as it happens.
+	rw := startDashboard(t, withArgs(kubeArgs(c, f.ns), "--allow-writes")...)
+	stage := func(s string) chromedp.Action[chromedp.Void] {
+		return chromedp.WaitVisible(chromedp.CSS(`#detail .title .stage[data-stage="` + s + `"]`))
+	}
+	do("a TrainJob with --allow-writes", chromedp.EmulateViewport(1440, 900), chromedp.Navigate(rw.printed),
+		chromedp.Click(chromedp.CSS(`#trainjobs tr[data-name="other"] a`)), stage("Training"),
+		chromedp.Click(chromedp.CSS(`button.action[data-action="suspend"]`)), stage("Suspended"))
+	if !f.suspended("other") {
+		t.Error("the page showed other Suspended, but it is not")
+	}
+	do("resume", chromedp.Click(chromedp.CSS(`button.action[data-action="resume"]`)), stage("Training"))
+	if f.suspended("other") {
+		t.Error("the page showed other Training again, but it is suspended")
+	}
 }
 
 // inBrowser runs action in the page of ctx and returns its value; on error it fails t with the page's HTML.
