@@ -50,7 +50,8 @@ var runtimeRefPath = field.NewPath("spec", "runtimeRef")
 
 // Admit decides on a TrainJob being created (oldObj nil) or updated, as the validating webhook does: the
 // runtime it references must exist, then every CustomValidation plugin has its say, then, when v is an Enforcer,
-// the TrainJob's name must leave room for the names JobSet derives from it (validateName). An update that leaves the
+// no replicated job may have more pods than an Indexed Job runs (validatePodCount) and the TrainJob's name must leave
+// room for the names JobSet derives from it (validateName). An update that leaves the
 // spec as it was (labels, annotations, finalizers, owner references), and any update of a TrainJob being
 // deleted, is admitted as it is: the garbage collector's removal of a finalizer (`--cascade=foreground`) or
 // of owner references (`--cascade=orphan`) must always go through, even when the runtime is gone. The error
@@ -82,7 +83,7 @@ func Admit(ctx context.Context, v Validator, r Resolver, oldObj, newObj *trainer
 	if e, ok := v.(Enforcer); ok && len(errs) == 0 {
 		// A TrainJob the enforcement cannot build is refused when it is built, as before.
 		if info, err := e.RuntimeInfo(ctx, newObj, rt, pipeline.BuildOptions{}); err == nil {
-			errs = validateName(info, newObj)
+			errs = append(validatePodCount(info, newObj), validateName(info, newObj)...)
 		}
 	}
 	return append(warnings, w...), errs.ToAggregate()

@@ -85,3 +85,26 @@ func ValidateReplicatedJobNames(names []string, jobs *field.Path) field.ErrorLis
 	}
 	return errs
 }
+
+// MaxPodsPerJob is the most pods one replica of a replicated job may ask for: JobSet's Jobs are Indexed, and
+// Kubernetes refuses an Indexed Job whose parallelism is over 100 000 (pkg/apis/batch/validation,
+// maxParallelismForIndexedJob).
+const MaxPodsPerJob = 100000
+
+// validatePodCount refuses a TrainJob one of whose replicated jobs, as info sizes them (numNodes, the ML policy),
+// would have more pods than Kubernetes runs in an Indexed Job: JobSet's Jobs would be refused after the TrainJob
+// was stored, and an MPI hostfile of that many lines is built before.
+func validatePodCount(info *pipeline.RuntimeInfo, tj *trainer.TrainJob) field.ErrorList {
+	for _, ps := range info.PodSets {
+		if ps.Count <= MaxPodsPerJob {
+			continue
+		}
+		msg := fmt.Sprintf("must be no more than %d: Kubernetes runs at most %d pods of an Indexed Job, and the replicated job %q would have %d",
+			MaxPodsPerJob, MaxPodsPerJob, ps.Name, ps.Count)
+		if tj.Spec.Trainer == nil || tj.Spec.Trainer.NumNodes == nil {
+			msg += fmt.Sprintf(" (runtime %q's numNodes: set spec.trainer.numNodes)", tj.Spec.RuntimeRef.Name)
+		}
+		return field.ErrorList{field.Invalid(field.NewPath("spec", "trainer", "numNodes"), ps.Count, msg)}
+	}
+	return nil
+}

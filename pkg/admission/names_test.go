@@ -57,3 +57,47 @@ func errString(err error) string {
 	}
 	return err.Error()
 }
+
+// TestAdmitPodCount: a TrainJob that asks for more pods of a replicated job than Kubernetes runs in an Indexed Job
+// (100 000) is refused at admission, naming the field and the limit: admitted, an MPI TrainJob of numNodes
+// 2 000 000 000 had the operator write a hostfile of two billion lines, and every other one failed at JobSet's
+// Jobs after it was stored.
+func TestAdmitPodCount(t *testing.T) {
+	fw, err := plugins.NewFramework(context.Background(), plugins.Config{}, pipeline.OfflineHandle(pipeline.OperatorInfo{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name     string
+		runtime  string
+		nodes    *int32
+		wantPath string
+		wantErr  string
+	}{
+		{name: "100 000 nodes", runtime: "{numNodes: 1, torch: {}}", nodes: ptr.To[int32](100000)},
+		{name: "100 001 nodes", runtime: "{numNodes: 1, torch: {}}", nodes: ptr.To[int32](100001), wantPath: "spec.trainer.numNodes",
+			wantErr: `Invalid value: 100001: must be no more than 100000: Kubernetes runs at most 100000 pods of an Indexed Job, and the replicated job "node" would have 100001`},
+		{name: "2 000 000 000 nodes", runtime: "{numNodes: 1, torch: {}}", nodes: ptr.To[int32](2000000000), wantPath: "spec.trainer.numNodes",
+			wantErr: `Invalid value: 2000000000: must be no more than 100000: Kubernetes runs at most 100000 pods of an Indexed Job, and the replicated job "node" would have 2000000000`},
+		{name: "the runtime's numNodes, unset in the TrainJob", runtime: "{numNodes: 200000, torch: {}}", wantPath: "spec.trainer.numNodes",
+			wantErr: `Invalid value: 200000: must be no more than 100000: Kubernetes runs at most 100000 pods of an Indexed Job, and the replicated job "node" would have 200000 (runtime "torch"'s numNodes: set spec.trainer.numNodes)`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rt := pipelinetest.TrainerRuntime{Name: "torch", MLPolicy: tc.runtime, Pod: "{containers: [{name: node, image: app:v1}]}"}.Runtime(t)
+			resolver := ResolverFunc(func(context.Context, *trainer.TrainJob, *trainer.TrainJob) (*pipeline.Runtime, error) { return rt, nil })
+			tj := pipelinetest.TrainJobOn(t, "torch", "")
+			tj.Name = "a"
+			if tc.nodes != nil {
+				tj.Spec.Trainer = &trainer.Trainer{NumNodes: tc.nodes}
+			}
+			_, err := Admit(context.Background(), fw, resolver, nil, tj)
+			want := ""
+			if tc.wantErr != "" {
+				want = tc.wantPath + ": " + tc.wantErr
+			}
+			if got := errString(err); got != want {
+				t.Errorf("Admit: %s\nwant: %s", got, want)
+			}
+		})
+	}
+}

@@ -199,16 +199,20 @@ func addSSHAuth(ps *pipeline.PodSet, jobName, mountPath string) {
 	}
 }
 
-// Validate rejects a TrainJob whose node count the runtime cannot host and
-// OpenMPI settings in trainer.env.
+// Validate rejects a TrainJob whose node count the runtime cannot host or
+// whose hostfile would not fit its ConfigMap, and OpenMPI settings in
+// trainer.env.
 func (m *MPI) Validate(_ context.Context, info *pipeline.RuntimeInfo, _, newObj *trainer.TrainJob) (admission.Warnings, field.ErrorList) {
 	policy := mpiPolicy(info)
-	if policy == nil || newObj.Spec.Trainer == nil {
+	if policy == nil {
 		return nil, nil
 	}
+	errs := validateHostfileSize(info, newObj)
 	tr := newObj.Spec.Trainer
+	if tr == nil {
+		return nil, errs
+	}
 	trainerPath := field.NewPath("spec", "trainer")
-	var errs field.ErrorList
 	if ptr.Deref(policy.RunLauncherAsNode, false) && ptr.Deref(tr.NumNodes, 1) >= 2 &&
 		(info.PodSet(trainer.Launcher) == nil || info.PodSet(trainer.Node) == nil) {
 		errs = append(errs, field.Invalid(trainerPath.Child("numNodes"), *tr.NumNodes,
@@ -226,6 +230,32 @@ func (m *MPI) Validate(_ context.Context, info *pipeline.RuntimeInfo, _, newObj 
 			fmt.Sprintf("must not have reserved envs, invalid envs configured: %v", reserved)))
 	}
 	return nil, errs
+}
+
+// maxHostfileBytes is the most a ConfigMap holds: the API server refuses a
+// larger one (corev1.MaxSecretSize, which it applies to ConfigMaps too).
+const maxHostfileBytes = corev1.MaxSecretSize
+
+// validateHostfileSize refuses a TrainJob whose hostfile would not fit its
+// ConfigMap: every node's line is at least `<job>-node-0-0.<subdomain>
+// slots=<n>`, so numNodes of them past the limit can never be stored.
+func validateHostfileSize(info *pipeline.RuntimeInfo, tj *trainer.TrainJob) field.ErrorList {
+	policy := mpiPolicy(info)
+	numNodes := info.RuntimePolicy.MLPolicy.NumNodes
+	if tj.Spec.Trainer != nil && tj.Spec.Trainer.NumNodes != nil {
+		numNodes = tj.Spec.Trainer.NumNodes
+	}
+	slots := ptr.Deref(policy.NumProcPerNode, 1)
+	if tj.Spec.Trainer != nil && tj.Spec.Trainer.NumProcPerNode != nil {
+		slots = *tj.Spec.Trainer.NumProcPerNode
+	}
+	line := len(info.FirstEndpoint(tj, trainer.Node)) + len(" slots=\n") + len(strconv.Itoa(int(slots)))
+	if numNodes == nil || int64(*numNodes)*int64(line) <= maxHostfileBytes {
+		return nil
+	}
+	return field.ErrorList{field.Invalid(field.NewPath("spec", "trainer", "numNodes"), *numNodes, fmt.Sprintf(
+		"must be no more than %d for TrainJob %q: the MPI hostfile has a line of at least %d bytes per node, and the ConfigMap that holds it at most %d bytes",
+		maxHostfileBytes/line, tj.Name, line, maxHostfileBytes))}
 }
 
 // ReconcilerBuilders watch the plugin's own Secrets and ConfigMaps, so that
@@ -256,7 +286,11 @@ func (m *MPI) Build(ctx context.Context, info *pipeline.RuntimeInfo, trainJob *t
 		}
 		objs = append(objs, secret)
 	}
-	return append(objs, hostfileConfigMap(info, trainJob)), nil
+	cm, err := hostfileConfigMap(info, trainJob)
+	if err != nil {
+		return nil, err
+	}
+	return append(objs, cm), nil
 }
 
 // sshAuthSecretExists tells whether the TrainJob's SSH auth Secret exists.
@@ -299,26 +333,36 @@ func (m *MPI) sshAuthSecret(trainJob *trainer.TrainJob) (*corev1.Secret, error) 
 	}, nil
 }
 
-func hostfileConfigMap(info *pipeline.RuntimeInfo, trainJob *trainer.TrainJob) *corev1.ConfigMap {
+func hostfileConfigMap(info *pipeline.RuntimeInfo, trainJob *trainer.TrainJob) (*corev1.ConfigMap, error) {
+	hosts, err := hostfile(info)
+	if err != nil {
+		return nil, err
+	}
 	return &corev1.ConfigMap{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 		ObjectMeta: pipeline.OwnedObjectMeta(trainJob, HostfileConfigMapSuffix),
-		Data:       map[string]string{hostfileKey: hostfile(info)},
-	}
+		Data:       map[string]string{hostfileKey: hosts},
+	}, nil
 }
 
 // hostfile has one line `<endpoint> slots=<numProcPerNode>` per node pod,
 // and per launcher pod when the launcher runs as a node, in the runtime
-// template's order, as upstream Trainer writes it.
-func hostfile(info *pipeline.RuntimeInfo) string {
+// template's order, as upstream Trainer writes it. It stops with an error
+// once the hostfile passes what a ConfigMap holds.
+func hostfile(info *pipeline.RuntimeInfo) (string, error) {
 	policy := mpiPolicy(info)
 	slots := " slots=" + strconv.Itoa(int(ptr.Deref(policy.NumProcPerNode, 1))) + "\n"
 	var b strings.Builder
+	nodes := 0
 	write := func(ps *pipeline.PodSet) {
 		if ps == nil || ps.Endpoints == nil {
 			return
 		}
+		nodes += int(ps.Count)
 		for e := range ps.Endpoints {
+			if b.Len() > maxHostfileBytes {
+				return
+			}
 			b.WriteString(e)
 			b.WriteString(slots)
 		}
@@ -330,7 +374,10 @@ func hostfile(info *pipeline.RuntimeInfo) string {
 			write(ps)
 		}
 	}
-	return b.String()
+	if b.Len() > maxHostfileBytes {
+		return "", fmt.Errorf("the MPI hostfile of %d nodes is over the %d bytes a ConfigMap holds: use fewer nodes", nodes, maxHostfileBytes)
+	}
+	return b.String(), nil
 }
 
 func mpiPolicy(info *pipeline.RuntimeInfo) *trainer.MPIMLPolicySource {

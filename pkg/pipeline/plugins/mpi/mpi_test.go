@@ -461,6 +461,23 @@ func TestHostfile(t *testing.T) {
 	}
 }
 
+// TestHostfileBounded: Build refuses a hostfile larger than a ConfigMap holds as soon as it passes the
+// limit, instead of writing it whole (a TrainJob admitted before the webhook checked its size, or built by
+// render, must not make the operator hold a hostfile of numNodes lines).
+func TestHostfileBounded(t *testing.T) {
+	tj := trainJob(t, "{numNodes: 50000}")
+	info, err := enforce(t, nodeTrainerRuntime("{numNodes: 1, mpi: {numProcPerNode: 1}}", "{}"), tj)
+	if err != nil {
+		t.Fatalf("EnforceMLPolicy: %v", err)
+	}
+	fillEndpoints(info, tj)
+	_, err = newMPI(t, nil).Build(context.Background(), info, tj)
+	const want = "the MPI hostfile of 50000 nodes is over the 1048576 bytes a ConfigMap holds: use fewer nodes"
+	if err == nil || err.Error() != want {
+		t.Errorf("Build: %v, want %s", err, want)
+	}
+}
+
 func TestBuild(t *testing.T) {
 	ownerRefs := []metav1.OwnerReference{{
 		APIVersion: "trainer.kubeflow.org/v1alpha1", Kind: "TrainJob", Name: "alpha", UID: "uid-0001",
@@ -661,6 +678,24 @@ func TestValidate(t *testing.T) {
 		{
 			name:    "TrainJob without trainer is fine",
 			runtime: oneJobRuntime("launcher", launcherAsNode),
+		}, {
+			name:    "a hostfile that fits a ConfigMap",
+			runtime: nodeTrainerRuntime("{mpi: {}}", "{}"),
+			trainer: "{numNodes: 30000}",
+		},
+		{
+			// 50 000 lines of at least `alpha-node-0-0.alpha slots=1\n`, 29 bytes.
+			name:    "a hostfile over the 1 MiB a ConfigMap holds",
+			runtime: nodeTrainerRuntime("{mpi: {}}", "{}"),
+			trainer: "{numNodes: 50000}",
+			want: field.ErrorList{field.Invalid(field.NewPath("spec", "trainer", "numNodes"), int32(50000),
+				"must be no more than 36157 for TrainJob \"alpha\": the MPI hostfile has a line of at least 29 bytes per node, and the ConfigMap that holds it at most 1048576 bytes")},
+		},
+		{
+			name:    "the runtime's numNodes counts when the TrainJob sets none",
+			runtime: nodeTrainerRuntime("{numNodes: 50000, mpi: {}}", "{}"),
+			want: field.ErrorList{field.Invalid(field.NewPath("spec", "trainer", "numNodes"), int32(50000),
+				"must be no more than 36157 for TrainJob \"alpha\": the MPI hostfile has a line of at least 29 bytes per node, and the ConfigMap that holds it at most 1048576 bytes")},
 		},
 	}
 	for _, tc := range cases {
