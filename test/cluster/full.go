@@ -26,7 +26,8 @@ const componentStartTimeout = 60 * time.Second
 // kcmControllers are the kube-controller-manager controllers the simulation needs: Jobs create pods, pods and
 // Jobs are garbage-collected with their owners, namespaces can be deleted, each namespace gets its default
 // ServiceAccount, Services get endpoints, node-lifecycle lifts the not-ready taint that the API server puts
-// on every new node (without it no pod is ever scheduled), and Deployments (the operator's) get their pods.
+// on every new node (without it no pod is ever scheduled), Deployments (the operator's) get their pods, and
+// pods get the ResourceClaims of their claim templates.
 var kcmControllers = []string{
 	"job-controller",
 	"deployment-controller",
@@ -37,6 +38,8 @@ var kcmControllers = []string{
 	"serviceaccount-controller",
 	"endpoints-controller",
 	"endpointslice-controller",
+	// DRA: a pod's claims from ResourceClaimTemplates are created, and freed when it ends.
+	"resourceclaim-controller",
 }
 
 // startFull starts the controllers, scheduler and KWOK, creates the fake nodes and waits until all are ready.
@@ -131,6 +134,9 @@ leaderElection: {leaderElect: false}
 
 	// The nodes go in while the components start; KWOK and node-lifecycle pick them up once ready.
 	if err := c.createNodes(ctx); err != nil {
+		return err
+	}
+	if err := c.createDRA(ctx); err != nil {
 		return err
 	}
 
