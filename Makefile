@@ -8,10 +8,12 @@ LDFLAGS := -s -w -X github.com/kubectl-trainjob/kubectl-trainjob/pkg/version.Ver
 	-X github.com/kubectl-trainjob/kubectl-trainjob/pkg/version.GitCommit=$(GIT_COMMIT)
 TOOLS_BIN ?= $(CURDIR)/bin/tools
 export TRAINJOB_TOOLS_BIN := $(TOOLS_BIN)
-# -shuffle=on: every run orders each package's tests anew, so a test that needs another to run first fails here.
-# A failing package prints its seed (-test.shuffle N); GO_TEST_FLAGS=-shuffle=N runs that order again. go test
-# caches no shuffled run: the unit tests run at every make test.
+# -shuffle=on: every run of the cluster tests orders each package's tests anew, so a test that needs another to run
+# first fails here. A failing package prints its seed (-test.shuffle N); GO_TEST_FLAGS=-shuffle=N runs that order
+# again. The unit tests run in their order unless UNIT_TEST_FLAGS=-shuffle=on: go test caches no shuffled run, and
+# the unit tests of unchanged packages are served from its cache (test/tools/restore-mtime.sh: in a fresh clone too).
 GO_TEST_FLAGS ?= -shuffle=on
+UNIT_TEST_FLAGS ?=
 # -trimpath in every go command: without it the compiled packages and test results are keyed by the clone's
 # folder, so a second clone (CI's) compiles and runs every unchanged package and test again.
 export GOFLAGS := -trimpath $(filter-out -trimpath,$(GOFLAGS))
@@ -50,7 +52,8 @@ test: verify test-unit test-integration ## Run every test (builds the local clus
 .PHONY: test-unit
 # TZ: a zone other than UTC, so that a golden that holds the machine's local time fails here, not on a user's machine.
 test-unit: ## Unit tests, golden files and fuzz seed corpora (no cluster).
-	TZ=America/New_York go test $(GO_TEST_FLAGS) ./pkg/... ./plugin/... ./cmd/... ./config/... ./krew/... ./examples/...
+	@test/tools/restore-mtime.sh
+	TZ=America/New_York go test $(UNIT_TEST_FLAGS) ./pkg/... ./plugin/... ./cmd/... ./config/... ./krew/... ./examples/...
 
 .PHONY: test-integration
 test-integration: tools build ## Tests against a real API server and the local GPU cluster.
