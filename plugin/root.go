@@ -47,7 +47,7 @@ var commandGroups = []struct {
 	message string
 	names   []string
 }{
-	{"Run TrainJobs:", []string{"create", "fit", "rerun", "suspend", "resume", "delete"}},
+	{"Run TrainJobs:", []string{"create", "fit", "rerun", "optimize", "suspend", "resume", "delete"}},
 	{"Follow and reach them:", []string{"list", "status", "logs", "wait", "port-forward", "dashboard"}},
 	{"See the pipeline:", []string{"describe-pipeline", "render", "runtimes"}},
 	{"Install and run the operator:", []string{"install", "operator", "version"}},

@@ -140,7 +140,7 @@ func runtimeRef(value string) (trainer.RuntimeRef, error) {
 // trainJob builds the TrainJob the flags describe. It only reads the flags: whether the runtime exists is
 // checked against the cluster later.
 func (s *spec) trainJob() (*trainer.TrainJob, error) {
-	if err := checkName(s.name); err != nil {
+	if err := checkName(trainer.TrainJobKind, s.name); err != nil {
 		return nil, err
 	}
 	if s.runtime == "" {
@@ -156,10 +156,11 @@ func (s *spec) trainJob() (*trainer.TrainJob, error) {
 	return tj, nil
 }
 
-// checkName applies the API's rule for a TrainJob's name, so the error comes before anything is sent.
-func checkName(name string) error {
+// checkName applies the API's rule for a TrainJob's name (an OptimizationJob's names its trials), so the
+// error comes before anything is sent.
+func checkName(kind, name string) error {
 	if len(validation.IsDNS1035Label(name)) > 0 {
-		return fmt.Errorf("invalid TrainJob name %q: use at most 63 lower case letters, digits and '-', starting with a letter and ending with a letter or digit", name)
+		return fmt.Errorf("invalid %s name %q: use at most 63 lower case letters, digits and '-', starting with a letter and ending with a letter or digit", kind, name)
 	}
 	return nil
 }

@@ -40,7 +40,7 @@ func (o *CreateOptions) copyOf(ctx context.Context) (*trainer.TrainJob, error) {
 			return nil, err
 		}
 	}
-	if err := checkName(tj.Name); err != nil {
+	if err := checkName(trainer.TrainJobKind, tj.Name); err != nil {
 		return nil, err
 	}
 	if err := o.spec.applyTo(tj); err != nil {

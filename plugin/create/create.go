@@ -1,8 +1,9 @@
 // Package create is `kubectl trainjob create`: a TrainJob from flags, from a file or copied from another
 // (--from), checked against the cluster (its runtime must exist) before anything is created, optionally
-// waited for; and `kubectl trainjob rerun`, which is create --from with a name chosen for the copy. The two
-// share one package because rerun is create's copy with its own arguments, not a command that needs a helper
-// of create's.
+// waited for; `kubectl trainjob rerun`, which is create --from with a name chosen for the copy; and
+// `kubectl trainjob optimize`, an OptimizationJob whose trials' template is what create's flags describe. They
+// share one package because rerun and optimize are create with more arguments, not commands that need a
+// helper of create's.
 package create
 
 import (
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -177,12 +179,18 @@ func NewCmdCreateWithOptions(f cmdutil.Factory, o *CreateOptions) *cobra.Command
 
 // addRunFlags adds the flags of how the TrainJob is sent and followed, which create and rerun share.
 func (o *CreateOptions) addRunFlags(cmd *cobra.Command) {
+	o.addSendFlags(cmd)
 	fl := cmd.Flags()
-	fl.StringVar(&o.DryRun, "dry-run", o.DryRun, `"none", "client" (print the object, send nothing) or "server" (the API server checks it, nothing is stored)`)
-	fl.Lookup("dry-run").NoOptDefVal = dryRunClient
 	fl.BoolVar(&o.Wait, "wait", false, "Wait until the TrainJob is Complete (exit 0) or Failed (exit 2); on a terminal a live line shows the stage or the trainer's progress bar, elsewhere a line per progress report")
 	fl.BoolVar(&o.Follow, "follow", false, "Wait, printing a line at every transition (stage, condition, Event, progress report, first failure)")
 	fl.DurationVar(&o.Timeout, "timeout", 0, "With --wait or --follow: give up after this long (exit 3); 0 waits for ever")
+}
+
+// addSendFlags adds the flags of how the object is sent and printed, which create, rerun and optimize share.
+func (o *CreateOptions) addSendFlags(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&o.DryRun, "dry-run", o.DryRun, `"none", "client" (print the object, send nothing) or "server" (the API server checks it, nothing is stored)`)
+	fl.Lookup("dry-run").NoOptDefVal = dryRunClient
 	o.PrintFlags.AddFlags(cmd)
 	_ = cmd.RegisterFlagCompletionFunc("dry-run", cobra.FixedCompletions([]string{dryRunNone, dryRunClient, dryRunServer}, cobra.ShellCompDirectiveNoFileComp))
 }
@@ -193,11 +201,9 @@ func (o *CreateOptions) Complete(f cmdutil.Factory, cmd *cobra.Command, args []s
 	if o.rerun {
 		return o.completeRerun(f, cmd, args)
 	}
-	if dash := cmd.ArgsLenAtDash(); dash >= 0 {
-		o.spec.command, args = args[dash:], args[:dash]
-		if len(o.spec.command) == 0 {
-			return errors.New("nothing after --: give the trainer's command, e.g. -- torchrun train.py")
-		}
+	args, err := o.completeCommand(cmd, args)
+	if err != nil {
+		return err
 	}
 	switch {
 	case len(args) > 1:
@@ -214,16 +220,35 @@ func (o *CreateOptions) Complete(f cmdutil.Factory, cmd *cobra.Command, args []s
 		if o.From != "" {
 			return errors.New("--from cannot be combined with -f: copy a TrainJob of the cluster, or create one from a file")
 		}
-		for _, name := range specFlagNames() {
-			if cmd.Flags().Changed(name) {
-				return fmt.Errorf("--%s cannot be combined with -f: set it in the file", name)
-			}
-		}
-		if o.spec.command != nil {
-			return errors.New("a command after -- cannot be combined with -f: set spec.trainer.command in the file")
+		if err := o.fileAlone(cmd.Flags()); err != nil {
+			return err
 		}
 	}
 	return o.completeRun(f)
+}
+
+// completeCommand takes the trainer's command after -- from args, and returns the arguments before it.
+func (o *CreateOptions) completeCommand(cmd *cobra.Command, args []string) ([]string, error) {
+	if dash := cmd.ArgsLenAtDash(); dash >= 0 {
+		o.spec.command, args = args[dash:], args[:dash]
+		if len(o.spec.command) == 0 {
+			return nil, errors.New("nothing after --: give the trainer's command, e.g. -- torchrun train.py")
+		}
+	}
+	return args, nil
+}
+
+// fileAlone refuses, with -f, the flags that say what the object is (create's and more) and a command.
+func (o *CreateOptions) fileAlone(fl *pflag.FlagSet, more ...string) error {
+	for _, name := range append(specFlagNames(), more...) {
+		if fl.Changed(name) {
+			return fmt.Errorf("--%s cannot be combined with -f: set it in the file", name)
+		}
+	}
+	if o.spec.command != nil {
+		return errors.New("a command after -- cannot be combined with -f: set the trainer's command in the file")
+	}
+	return nil
 }
 
 // completeRun resolves what sending and following the TrainJob need: the namespace, the printer, the
@@ -300,7 +325,7 @@ func (o *CreateOptions) Run(ctx context.Context) error {
 		err = o.client.Create(ctx, tj)
 	}
 	if err != nil {
-		return createError(err, tj)
+		return createError(err, "trainjob", tj.Namespace, tj.Name)
 	}
 	if err := o.printer.PrintObj(tj, o.Out); err != nil {
 		return err
@@ -343,6 +368,25 @@ func (o *CreateOptions) read() ([]byte, error) {
 // decodeTrainJob decodes one TrainJob, strictly (a misspelt field is an error), and gives it name and
 // namespace as kubectl would.
 func decodeTrainJob(data []byte, filename, name, namespace string, namespaceGiven bool) (*trainer.TrainJob, error) {
+	tj := &trainer.TrainJob{}
+	if err := decodeOne(data, filename, tj, name, namespace, namespaceGiven); err != nil {
+		return nil, err
+	}
+	if tj.Spec.RuntimeRef.Name == "" {
+		return nil, fmt.Errorf("the TrainJob in %s has no spec.runtimeRef.name; list runtimes with: kubectl trainjob runtimes", filename)
+	}
+	return tj, nil
+}
+
+// decodeOne decodes the one object of data into obj, strictly (a misspelt field is an error), and gives it
+// name and namespace as kubectl would.
+func decodeOne(data []byte, filename string, obj client.Object, name, namespace string, namespaceGiven bool) error {
+	s := scheme.New()
+	gvks, _, err := s.ObjectKinds(obj)
+	if err != nil {
+		return err
+	}
+	kind := gvks[0].Kind
 	docs := 0
 	for doc := range strings.SplitSeq("\n"+string(data), "\n---") {
 		if strings.TrimSpace(stripComments(doc)) != "" {
@@ -350,33 +394,29 @@ func decodeTrainJob(data []byte, filename, name, namespace string, namespaceGive
 		}
 	}
 	if docs != 1 {
-		return nil, fmt.Errorf("%s holds %d objects: give a file with exactly one TrainJob", filename, docs)
+		return fmt.Errorf("%s holds %d objects: give a file with exactly one %s", filename, docs, kind)
 	}
-	codecs := serializer.NewCodecFactory(scheme.New(), serializer.EnableStrict)
-	obj, gvk, err := codecs.UniversalDeserializer().Decode(data, nil, nil)
+	codecs := serializer.NewCodecFactory(s, serializer.EnableStrict)
+	decoded, gvk, err := codecs.UniversalDeserializer().Decode(data, nil, obj)
 	if err != nil {
-		return nil, fmt.Errorf("cannot decode %s: %v", filename, err)
+		return fmt.Errorf("cannot decode %s: %v", filename, err)
 	}
-	tj, ok := obj.(*trainer.TrainJob)
-	if !ok {
-		return nil, fmt.Errorf("%s holds a %s: give a file with one TrainJob (%s)", filename, gvk.Kind, trainer.GroupVersion)
+	if decoded != obj {
+		return fmt.Errorf("%s holds a %s: give a file with one %s (%s)", filename, gvk.Kind, kind, trainer.GroupVersion)
 	}
 	if name != "" {
-		tj.Name = name
+		obj.SetName(name)
 	}
-	if tj.Name == "" && tj.GenerateName == "" {
-		return nil, fmt.Errorf("the TrainJob in %s has no metadata.name: set it, or give NAME", filename)
+	if obj.GetName() == "" && obj.GetGenerateName() == "" {
+		return fmt.Errorf("the %s in %s has no metadata.name: set it, or give NAME", kind, filename)
 	}
 	switch {
-	case tj.Namespace == "":
-		tj.Namespace = namespace
-	case namespaceGiven && tj.Namespace != namespace:
-		return nil, fmt.Errorf("the namespace of the TrainJob in %s (%q) does not match --namespace %q: drop one of them", filename, tj.Namespace, namespace)
+	case obj.GetNamespace() == "":
+		obj.SetNamespace(namespace)
+	case namespaceGiven && obj.GetNamespace() != namespace:
+		return fmt.Errorf("the namespace of the %s in %s (%q) does not match --namespace %q: drop one of them", kind, filename, obj.GetNamespace(), namespace)
 	}
-	if tj.Spec.RuntimeRef.Name == "" {
-		return nil, fmt.Errorf("the TrainJob in %s has no spec.runtimeRef.name; list runtimes with: kubectl trainjob runtimes", filename)
-	}
-	return tj, nil
+	return nil
 }
 
 func stripComments(doc string) string {
@@ -425,18 +465,22 @@ func (o *CreateOptions) checkRuntime(ctx context.Context, tj *trainer.TrainJob) 
 	return nil, errors.New(msg + "; list runtimes with: kubectl trainjob runtimes")
 }
 
-// createError turns a refused create into one line.
-func createError(err error, tj *trainer.TrainJob) error {
+// createError turns a refused create of the object kind/name into one line.
+func createError(err error, kind, namespace, name string) error {
 	switch {
 	case apierrors.IsAlreadyExists(err):
-		return fmt.Errorf("trainjob %q already exists in namespace %q: choose another name, or delete it with: kubectl trainjob delete %s", tj.Name, tj.Namespace, tj.Name)
+		target := name
+		if kind != "trainjob" {
+			target = kind + "/" + name
+		}
+		return fmt.Errorf("%s %q already exists in namespace %q: choose another name, or delete it with: kubectl trainjob delete %s", kind, name, namespace, target)
 	case apierrors.IsInvalid(err), apierrors.IsForbidden(err):
 		var status apierrors.APIStatus
 		if errors.As(err, &status) {
 			return errors.New(status.Status().Message)
 		}
 	case apierrors.IsNotFound(err):
-		return fmt.Errorf("namespace %q not found: create it, or choose another with -n", tj.Namespace)
+		return fmt.Errorf("namespace %q not found: create it, or choose another with -n", namespace)
 	}
 	return err
 }

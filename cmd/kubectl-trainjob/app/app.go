@@ -61,6 +61,7 @@ func NewCommand(f cmdutil.Factory, streams genericiooptions.IOStreams, opts ...O
 	return plugin.NewRootCommand(f, streams,
 		create.NewCmd(o.outOfTree),
 		create.NewRerunCmd(o.outOfTree),
+		create.NewCmdOptimize,
 		fit.NewCmd(o.outOfTree),
 		list.NewCmd(o.outOfTree),
 		status.NewCmdStatus,

@@ -5,6 +5,7 @@ const (
 	TrainJobKind               = "TrainJob"
 	TrainingRuntimeKind        = "TrainingRuntime"
 	ClusterTrainingRuntimeKind = "ClusterTrainingRuntime"
+	OptimizationJobKind        = "OptimizationJob"
 )
 
 // Condition types of a TrainJob.
