@@ -42,6 +42,7 @@ type spec struct {
 	annotations      []string
 	queue            string
 	gpuType          string
+	topology         string
 	command          []string
 
 	// The values of the flags whose zero value a user may mean (--nodes 0 is refused, --suspend=false
@@ -66,6 +67,7 @@ func (s *spec) addFlags(fl *pflag.FlagSet) {
 	fl.StringArrayVar(&s.annotations, "annotation", nil, "Annotation of the TrainJob, KEY=VALUE (repeatable)")
 	fl.StringVar(&s.queue, "queue", "", "Kueue LocalQueue (sets the label "+kueue.QueueLabel+")")
 	fl.StringVar(&s.gpuType, "gpu-type", "", "GPU model of the trainer's nodes: their label "+completion.GPUProductLabel+", e.g. NVIDIA-A100-SXM4-80GB")
+	fl.StringVar(&s.topology, "topology", "", "With --queue: Kueue places the trainer's pods within one domain of a level of its Topology, LEVEL[:required|:preferred], e.g. rack (required) or rack:preferred")
 }
 
 // specFlagNames are the names of the flags addFlags adds, in its order.
@@ -194,6 +196,14 @@ func (s *spec) applyTo(tj *trainer.TrainJob) error {
 		return fmt.Errorf("invalid --gpu-type %q: %s; give a value of the nodes' label %s, e.g. NVIDIA-A100-SXM4-80GB", s.gpuType, strings.Join(errs, "; "), completion.GPUProductLabel)
 	}
 	tj.Labels = merged(tj.Labels, labels)
+	if s.topology != "" {
+		if _, _, err := parseTopology(s.topology); err != nil {
+			return err
+		}
+		if tj.Labels[kueue.QueueLabel] == "" {
+			return fmt.Errorf("--topology %s asks Kueue to place the pods: give --queue too (a LocalQueue whose ClusterQueue has a ResourceFlavor with a Topology)", s.topology)
+		}
+	}
 	annotations, err := keyValues("--annotation", s.annotations, false)
 	if err != nil {
 		return err

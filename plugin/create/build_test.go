@@ -94,3 +94,33 @@ func TestTrainerOnlyWhenSet(t *testing.T) {
 		t.Errorf("spec = %+v, want only runtimeRef", tj.Spec)
 	}
 }
+
+// TestTopologyFlag: --topology is refused before anything is read when its kind is neither required nor
+// preferred, when it names no level, or without --queue.
+func TestTopologyFlag(t *testing.T) {
+	tests := []struct {
+		name, topology, queue, err string
+	}{
+		{name: "a level", topology: "rack", queue: "gpu-tas"},
+		{name: "preferred", topology: "cloud.provider.com/topology-rack:preferred", queue: "gpu-tas"},
+		{name: "another kind", topology: "rack:strict", queue: "gpu-tas",
+			err: `invalid --topology "rack:strict": "strict" is neither required nor preferred; write LEVEL, LEVEL:required or LEVEL:preferred, e.g. --topology rack:preferred`},
+		{name: "no level", topology: ":preferred", queue: "gpu-tas",
+			err: `invalid --topology ":preferred": name a level, e.g. --topology rack or --topology rack:preferred`},
+		{name: "no queue", topology: "rack",
+			err: "--topology rack asks Kueue to place the pods: give --queue too (a LocalQueue whose ClusterQueue has a ResourceFlavor with a Topology)"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &spec{name: "llama", runtime: "torch-distributed", topology: tc.topology, queue: tc.queue}
+			_, err := s.trainJob()
+			got := ""
+			if err != nil {
+				got = err.Error()
+			}
+			if got != tc.err {
+				t.Errorf("error = %q, want %q", got, tc.err)
+			}
+		})
+	}
+}

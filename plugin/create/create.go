@@ -49,6 +49,14 @@ nvidia.com/gpu.product (NVIDIA's GPU feature discovery) on the trainer's replica
 through a runtimePatch of spec.runtimePatches (Kubeflow Trainer v2.3 has no
 podTemplateOverrides). Its values are completed from the cluster's nodes.
 
+--topology LEVEL asks Kueue's topology-aware scheduling to run all the trainer's pods within
+one domain of LEVEL (one rack, one block), and waits in the queue until one has room;
+LEVEL:preferred lets Kueue go a level up, and spread the pods at last, rather than wait.
+LEVEL is a level of the cluster's Kueue Topology: its node label, or the label's last word
+(rack for cloud.provider.com/topology-rack). It needs --queue; it is set as Kueue reads it
+for a TrainJob: the annotation kueue.x-k8s.io/podset-required-topology (or
+podset-preferred-topology) on the trainer's pod template, through the same runtimePatch.
+
 The runtime must exist: nothing is created otherwise. Before sending, create checks
 whether the TrainJob's pods fit the cluster's nodes (as kubectl trainjob fit does): when
 they fit nowhere, even on nodes emptied of other pods, it warns and sends the TrainJob
@@ -70,6 +78,10 @@ const createExample = `  # Four nodes of eight GPUs on the torch-distributed run
 
   # Ask the API server, create nothing, and say whether it fits now
   kubectl trainjob create llama --runtime torch-distributed --nodes 4 --gpus-per-node 8 --dry-run=server
+
+  # Queued in Kueue, all the trainer's pods in one rack (it waits until a rack has room)
+  kubectl trainjob create llama --runtime torch-distributed --nodes 2 --gpus-per-node 8 \
+    --queue gpu-tas --topology rack -- torchrun train.py
 
   # A namespaced TrainingRuntime, queued in Kueue, suspended
   kubectl trainjob create exp-7 --runtime trainingruntime/my-torch --queue team-a --suspend
@@ -172,6 +184,7 @@ func NewCmdCreateWithOptions(f cmdutil.Factory, o *CreateOptions) *cobra.Command
 	_ = cmd.RegisterFlagCompletionFunc("runtime", completion.RuntimeNames(f))
 	_ = cmd.RegisterFlagCompletionFunc("from", completion.TrainJobNames(f))
 	_ = cmd.RegisterFlagCompletionFunc("gpu-type", completion.GPUProducts(f))
+	_ = cmd.RegisterFlagCompletionFunc("topology", cobra.NoFileCompletions)
 	_ = cmd.RegisterFlagCompletionFunc("dry-run", cobra.FixedCompletions([]string{dryRunNone, dryRunClient, dryRunServer}, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.MarkFlagFilename("filename", "yaml", "yml", "json")
 	return cmd
@@ -314,6 +327,11 @@ func (o *CreateOptions) Run(ctx context.Context) error {
 	}
 	if o.spec.gpuType != "" {
 		selectGPUType(tj, rt, o.spec.gpuType)
+	}
+	if o.spec.topology != "" {
+		if err := o.placeByTopology(ctx, tj, rt); err != nil {
+			return err
+		}
 	}
 	if o.DryRun == dryRunNone {
 		o.warnIfNowhere(ctx, tj, rt)

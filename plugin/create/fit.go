@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 
 	"k8s.io/utils/ptr"
 
@@ -16,14 +17,25 @@ import (
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/printers"
 )
 
-// gpuTypeManager owns the runtime patch of --gpu-type. The webhook wants a domain-prefixed path.
-const gpuTypeManager = "kubectl-trainjob.trainer.kubeflow.org/create"
+// createManager owns the runtime patch of --gpu-type and --topology. The webhook wants a domain-prefixed path.
+const createManager = "kubectl-trainjob.trainer.kubeflow.org/create"
 
-// selectGPUType puts the trainer's pods on nodes of one GPU model: a runtime patch (the way Kubeflow Trainer
-// v2.3 lets a TrainJob change its runtime's pod templates; nodeSelector is among the fields it may still
-// change while suspended, as Kueue does) with a nodeSelector of the GPU feature discovery label on every
-// replicated job of the runtime that is the trainer's step; on `node` when the runtime could not be read.
+// selectGPUType puts the trainer's pods on nodes of one GPU model: a nodeSelector of the GPU feature discovery
+// label (nodeSelector is among the fields a runtime patch may still change while suspended, as Kueue does).
 func selectGPUType(tj *trainer.TrainJob, rt *pipeline.Runtime, product string) {
+	patchTrainerPods(tj, rt, func(p *trainer.PodTemplatePatch) {
+		if p.Spec == nil {
+			p.Spec = &trainer.PodSpecPatch{}
+		}
+		p.Spec.NodeSelector = map[string]string{completion.GPUProductLabel: product}
+	})
+}
+
+// patchTrainerPods changes the trainer's pod templates through create's runtime patch (the way Kubeflow
+// Trainer v2.3 lets a TrainJob change its runtime's pod templates): change is applied to the pod template patch
+// of every replicated job of the runtime that is the trainer's step, `node` when the runtime could not be
+// read. The patch is one per manager (spec.runtimePatches is a map keyed by manager), shared by the flags.
+func patchTrainerPods(tj *trainer.TrainJob, rt *pipeline.Runtime, change func(*trainer.PodTemplatePatch)) {
 	var jobs []string
 	if rt != nil {
 		for _, rj := range rt.Spec.Template.Spec.ReplicatedJobs {
@@ -35,18 +47,40 @@ func selectGPUType(tj *trainer.TrainJob, rt *pipeline.Runtime, product string) {
 	if len(jobs) == 0 {
 		jobs = []string{trainer.Node}
 	}
-	spec := &trainer.JobSetSpecPatch{}
-	for _, name := range jobs {
-		spec.ReplicatedJobs = append(spec.ReplicatedJobs, trainer.ReplicatedJobPatch{Name: name, Template: &trainer.JobTemplatePatch{
-			Spec: &trainer.JobSpecPatch{Template: &trainer.PodTemplatePatch{Spec: &trainer.PodSpecPatch{
-				NodeSelector: map[string]string{completion.GPUProductLabel: product},
-			}}},
-		}})
+	i := slices.IndexFunc(tj.Spec.RuntimePatches, func(p trainer.RuntimePatch) bool { return p.Manager == createManager })
+	if i < 0 {
+		tj.Spec.RuntimePatches = append(tj.Spec.RuntimePatches, trainer.RuntimePatch{Manager: createManager})
+		i = len(tj.Spec.RuntimePatches) - 1
 	}
-	tj.Spec.RuntimePatches = append(tj.Spec.RuntimePatches, trainer.RuntimePatch{
-		Manager:             gpuTypeManager,
-		TrainingRuntimeSpec: &trainer.TrainingRuntimeSpecPatch{Template: &trainer.JobSetTemplatePatch{Spec: spec}},
-	})
+	patch := &tj.Spec.RuntimePatches[i]
+	if patch.TrainingRuntimeSpec == nil {
+		patch.TrainingRuntimeSpec = &trainer.TrainingRuntimeSpecPatch{}
+	}
+	if patch.TrainingRuntimeSpec.Template == nil {
+		patch.TrainingRuntimeSpec.Template = &trainer.JobSetTemplatePatch{}
+	}
+	if patch.TrainingRuntimeSpec.Template.Spec == nil {
+		patch.TrainingRuntimeSpec.Template.Spec = &trainer.JobSetSpecPatch{}
+	}
+	spec := patch.TrainingRuntimeSpec.Template.Spec
+	for _, name := range jobs {
+		k := slices.IndexFunc(spec.ReplicatedJobs, func(rj trainer.ReplicatedJobPatch) bool { return rj.Name == name })
+		if k < 0 {
+			spec.ReplicatedJobs = append(spec.ReplicatedJobs, trainer.ReplicatedJobPatch{Name: name})
+			k = len(spec.ReplicatedJobs) - 1
+		}
+		rj := &spec.ReplicatedJobs[k]
+		if rj.Template == nil {
+			rj.Template = &trainer.JobTemplatePatch{}
+		}
+		if rj.Template.Spec == nil {
+			rj.Template.Spec = &trainer.JobSpecPatch{}
+		}
+		if rj.Template.Spec.Template == nil {
+			rj.Template.Spec.Template = &trainer.PodTemplatePatch{}
+		}
+		change(rj.Template.Spec.Template)
+	}
 }
 
 // warnIfNowhere warns, before the TrainJob is sent, when its pods fit nowhere, even on the cluster's nodes

@@ -35,6 +35,7 @@ import (
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/completion"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/kueue"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/printers"
 )
 
@@ -235,6 +236,13 @@ func (f *Fit) WriteText(w io.Writer) error {
 		return err
 	}
 	var b strings.Builder
+	if t := f.Topology; t != nil {
+		kind := "preferred"
+		if t.Required {
+			kind = "required"
+		}
+		fmt.Fprintf(&b, "\nOne %s (%s, %s): %s.\n", kueue.LevelName(t.Level), t.Level, kind, printers.Escape(t.Message))
+	}
 	f.writeBlocked(&b, "\n")
 	for _, n := range f.Notes {
 		fmt.Fprintf(&b, "\nNote: %s.\n", printers.Escape(n))

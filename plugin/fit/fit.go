@@ -45,7 +45,10 @@ type Fit struct {
 	// Nodes is how many nodes the cluster has.
 	Nodes          int      `json:"nodes"`
 	ReplicatedJobs []JobFit `json:"replicatedJobs"`
-	Notes          []string `json:"notes,omitempty"`
+	// Topology is whether the pods that ask Kueue for one domain of a level (one rack) fit in one; a required
+	// level no domain takes now makes the verdict NotNow (or Nowhere) even when the pods fit the cluster.
+	Topology *TopologyFit `json:"topology,omitempty"`
+	Notes    []string     `json:"notes,omitempty"`
 }
 
 // JobFit is one replicated job of the TrainJob's JobSet.
@@ -92,6 +95,15 @@ func Compute(namespace, name string, sets []PodSet, cl *Cluster) *Fit {
 		j.Message = jobMessage(ps, &j)
 		f.ReplicatedJobs = append(f.ReplicatedJobs, j)
 	}
+	if t := computeTopology(sets, cl); t != nil {
+		f.Topology = t
+		if t.Required && f.Verdict == Fits && len(t.FitsNow()) == 0 {
+			f.Verdict = Nowhere
+			if len(t.FitsEmpty()) > 0 {
+				f.Verdict = NotNow
+			}
+		}
+	}
 	f.Message = f.headline()
 	if note := tolerationNote(sets, cl.Nodes); note != "" {
 		f.Notes = append(f.Notes, note)
@@ -114,6 +126,10 @@ func (f *Fit) headline() string {
 	switch {
 	case f.Pods == 0:
 		return tj + " runs no pods"
+	case f.FitNow == f.Pods && f.Verdict == NotNow:
+		return fmt.Sprintf("%s does not fit now: %s", tj, f.Topology.Message)
+	case f.FitNow == f.Pods && f.Verdict == Nowhere:
+		return fmt.Sprintf("%s fits nowhere: %s", tj, f.Topology.Message)
 	case f.Verdict == Fits:
 		return fmt.Sprintf("%s fits now: %s", tj, countOf(f.Pods, f.Pods, "fits", "fit"))
 	case f.Verdict == NotNow:

@@ -2,6 +2,7 @@ package fit
 
 import (
 	"bytes"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -50,6 +51,26 @@ func cpuNode(name string) corev1.Node {
 			corev1.ResourceCPU: resource.MustParse("32"), corev1.ResourceMemory: resource.MustParse("128Gi"), corev1.ResourcePods: resource.MustParse("110"),
 		}},
 	}
+}
+
+// rackLabel places a node in a rack, as the local cluster's GPU nodes are: two nodes a rack.
+const rackLabel = "cloud.provider.com/topology-rack"
+
+// racked puts the GPU nodes in racks of two, in order: gpu-node-0 and gpu-node-1 in rack-0, and so on.
+func racked(nodes []corev1.Node) []corev1.Node {
+	k := 0
+	for i := range nodes {
+		if nodes[i].Labels["nvidia.com/gpu.present"] == "true" {
+			nodes[i].Labels[rackLabel] = fmt.Sprintf("rack-%d", k/2)
+			k++
+		}
+	}
+	return nodes
+}
+
+// askingFor annotates a pod as asking Kueue for one domain of level.
+func askingFor(annotation, level string) func(*corev1.Pod) {
+	return func(p *corev1.Pod) { p.Annotations = map[string]string{annotation: level} }
 }
 
 func resources(pairs ...string) corev1.ResourceList {
@@ -175,6 +196,23 @@ func TestCompute(t *testing.T) {
 		used:    map[string]corev1.ResourceList{"cpu-node-0": resources("cpu", "4", "pods", "1")},
 		verdict: Nowhere, now: 2, empty: 3,
 		blockers: []Blocker{{Reason: ReasonResources, Nodes: []string{"cpu-node-0"}, Message: "cpu-node-0 has room for no more pods (3 at most)"}},
+	}, {
+		name:    "one-rack-now",
+		sets:    []PodSet{trainerPods(2, eightGPUs, askingFor("kueue.x-k8s.io/podset-required-topology", rackLabel))},
+		nodes:   racked(nodes()),
+		verdict: Fits, now: 2, empty: 2,
+	}, {
+		name:    "no-rack-now",
+		sets:    []PodSet{trainerPods(2, eightGPUs, askingFor("kueue.x-k8s.io/podset-required-topology", rackLabel))},
+		nodes:   racked(nodes()),
+		used:    busy,
+		verdict: NotNow, now: 2, empty: 2,
+	}, {
+		name:    "no-rack-now-preferred",
+		sets:    []PodSet{trainerPods(2, eightGPUs, askingFor("kueue.x-k8s.io/podset-preferred-topology", rackLabel))},
+		nodes:   racked(nodes()),
+		used:    busy,
+		verdict: Fits, now: 2, empty: 2,
 	}, {
 		name:    "no-nodes",
 		sets:    []PodSet{trainerPods(2, eightGPUs, nil)},

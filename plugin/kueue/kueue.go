@@ -83,7 +83,8 @@ type WorkloadSpec struct {
 	PriorityClassRef  *PriorityClassRef `json:"priorityClassRef,omitempty"`
 	PriorityClassName string            `json:"priorityClassName,omitempty"`
 	// Active is false when the Workload was stopped; unset means true.
-	Active *bool `json:"active,omitempty"`
+	Active  *bool    `json:"active,omitempty"`
+	PodSets []PodSet `json:"podSets,omitempty"`
 }
 
 // PriorityClassRef names a Workload's priority class (v1beta2).
@@ -101,7 +102,8 @@ type WorkloadStatus struct {
 
 // Admission is where Kueue admitted a Workload.
 type Admission struct {
-	ClusterQueue string `json:"clusterQueue"`
+	ClusterQueue      string             `json:"clusterQueue"`
+	PodSetAssignments []PodSetAssignment `json:"podSetAssignments,omitempty"`
 }
 
 // WorkloadList is a list of Workloads.

@@ -11,6 +11,8 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -98,7 +100,7 @@ func Fetch(ctx context.Context, rd Reader, namespace, name string) (Objects, err
 		})
 	}
 	if kc != nil && kueue.Queued(tj) {
-		wg.Go(func() { in.Queue, queueErr = fetchQueue(ctx, kc, tj) })
+		wg.Go(func() { in.Queue, queueErr = fetchQueue(ctx, kc, c, tj) })
 	}
 	if rd.Logs != nil && stage.Of(tj) != stage.Complete {
 		if f := failure.First(failure.Objects{Pods: in.Pods, Jobs: in.Jobs}); f != nil {
@@ -146,7 +148,7 @@ const maxFailureLogBytes = 64 << 10
 // LocalQueue (for the ClusterQueue until Kueue admits the Workload), and while tj is suspended the LocalQueue's
 // pending Workloads from Kueue's visibility API (for the position). Only the Workloads must be readable: the
 // LocalQueue may be missing (Kueue says so in the Workload), and the visibility API is not served everywhere.
-func fetchQueue(ctx context.Context, kc *kueue.Client, tj *trainer.TrainJob) (*QueueObjects, error) {
+func fetchQueue(ctx context.Context, kc *kueue.Client, c client.Reader, tj *trainer.TrainJob) (*QueueObjects, error) {
 	q := &QueueObjects{}
 	served, err := kc.Served(ctx)
 	if err != nil {
@@ -190,8 +192,35 @@ func fetchQueue(ctx context.Context, kc *kueue.Client, tj *trainer.TrainJob) (*Q
 				q.Pending = &pending[i]
 			}
 		}
+		q.Nodes = fetchAssignedNodes(ctx, c, q.Workload)
 	}
 	return q, nil
+}
+
+// fetchAssignedNodes reads the nodes of the Workload's topology assignment, one request, to tell the domains
+// of the level asked for (Kueue names only the nodes when the host is its Topology's lowest level). Nil when it
+// has none, or the nodes cannot be read: status then names the nodes alone.
+func fetchAssignedNodes(ctx context.Context, c client.Reader, wl *kueue.Workload) []corev1.Node {
+	var hosts []string
+	for _, ps := range wl.TopologyAssignments() {
+		for _, d := range ps.AssignedDomains() {
+			if len(ps.Levels) == len(d.Values) && ps.Levels[len(ps.Levels)-1] == corev1.LabelHostname {
+				hosts = append(hosts, d.Values[len(d.Values)-1])
+			}
+		}
+	}
+	if len(hosts) == 0 {
+		return nil
+	}
+	sel, err := labels.NewRequirement(corev1.LabelHostname, selection.In, hosts)
+	if err != nil {
+		return nil
+	}
+	var nodes corev1.NodeList
+	if err := c.List(ctx, &nodes, client.MatchingLabelsSelector{Selector: labels.NewSelector().Add(*sel)}); err != nil {
+		return nil
+	}
+	return nodes.Items
 }
 
 // optional tells whether a read may fail without failing the summary.

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/stage"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/kueue"
@@ -73,7 +74,52 @@ func summarizeQueue(in Objects, st stage.Stage) *Queue {
 		}
 	}
 	q.Evictions = evictions(wl, qo.Workloads, in.Events)
+	q.Topology = topologyOf(wl, qo.Nodes)
 	return q
+}
+
+// topologyOf is what the Workload's pod sets asked of Kueue's topology-aware scheduling (a required or
+// preferred level; the implicit requests Kueue makes of every pod set are left out) and, once admitted, the
+// domains of that level Kueue put them in: the domain of each assigned node, by its label, when nodes holds
+// it, else the nodes alone.
+func topologyOf(wl *kueue.Workload, nodes []corev1.Node) []PodSetTopology {
+	domainOf := map[string]map[string]string{} // hostname → node labels
+	for _, n := range nodes {
+		domainOf[n.Labels[corev1.LabelHostname]] = n.Labels
+	}
+	var out []PodSetTopology
+	for _, ps := range wl.Spec.PodSets {
+		r := ps.TopologyRequest
+		if r == nil || r.Required == nil && r.Preferred == nil {
+			continue
+		}
+		t := PodSetTopology{PodSet: ps.Name, Level: ptr.Deref(r.Required, ptr.Deref(r.Preferred, "")), Required: r.Required != nil}
+		var assigned *kueue.TopologyAssignment
+		if a := wl.Status.Admission; a != nil && wl.Admitted() {
+			for _, psa := range a.PodSetAssignments {
+				if psa.Name == ps.Name {
+					assigned = psa.TopologyAssignment
+				}
+			}
+		}
+		if assigned != nil {
+			for _, d := range assigned.AssignedDomains() {
+				if len(d.Values) == 0 {
+					continue
+				}
+				node := d.Values[len(d.Values)-1]
+				value := domainOf[node][t.Level]
+				if i := slices.IndexFunc(t.Domains, func(td TopologyDomain) bool { return td.Value == value && value != "" }); i >= 0 {
+					t.Domains[i].Nodes = append(t.Domains[i].Nodes, node)
+					t.Domains[i].Pods += d.Pods
+					continue
+				}
+				t.Domains = append(t.Domains, TopologyDomain{Value: value, Nodes: []string{node}, Pods: d.Pods})
+			}
+		}
+		out = append(out, t)
+	}
+	return out
 }
 
 // evictions are the times Kueue evicted wl, oldest first: from its Events (EvictedDueTo<Reason>), which count

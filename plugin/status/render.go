@@ -11,6 +11,7 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/failure"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/kueue"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/printers"
 )
 
@@ -134,6 +135,12 @@ func renderQueue(w io.Writer, q *Queue, since func(*metav1.Time) string) error {
 	default:
 		t.Row("Admitted:", "no")
 	}
+	for _, pt := range q.Topology {
+		t.Row("Topology:", topologyRequest(pt))
+		if len(pt.Domains) > 0 {
+			t.Row("Placed:", topologyPlaced(pt))
+		}
+	}
 	for _, e := range q.Evictions {
 		reason := e.Reason
 		if e.By != "" {
@@ -142,6 +149,30 @@ func renderQueue(w io.Writer, q *Queue, since func(*metav1.Time) string) error {
 		t.Row("Evicted:", since(&e.Time)+" "+joinReason(reason, withCount(e.Message, e.Count)))
 	}
 	return t.Flush()
+}
+
+// topologyRequest says what a pod set asked of Kueue's topology-aware scheduling: "node in one rack
+// (cloud.provider.com/topology-rack), required".
+func topologyRequest(pt PodSetTopology) string {
+	kind := "preferred"
+	if pt.Required {
+		kind = "required"
+	}
+	return fmt.Sprintf("%s in one %s (%s), %s", pt.PodSet, kueue.LevelName(pt.Level), pt.Level, kind)
+}
+
+// topologyPlaced says where Kueue put a pod set: "node in rack-1: gpu-node-2, gpu-node-3 (2 pods)", a domain
+// after another; the nodes alone when their domains are unknown.
+func topologyPlaced(pt PodSetTopology) string {
+	var parts []string
+	for _, d := range pt.Domains {
+		where := strings.Join(d.Nodes, ", ")
+		if d.Value != "" {
+			where = d.Value + ": " + where
+		}
+		parts = append(parts, fmt.Sprintf("%s (%s)", where, plural(int(d.Pods), "1 pod", fmt.Sprintf("%d pods", d.Pods))))
+	}
+	return pt.PodSet + " in " + strings.Join(parts, "; ")
 }
 
 // section writes a titled table, or <none> when it has no rows.

@@ -118,8 +118,30 @@ type Queue struct {
 	PositionInLocalQueue   *int32 `json:"positionInLocalQueue,omitempty"`
 	// Evictions are the times Kueue evicted the Workload (preempted it, or stopped it), oldest first.
 	Evictions []Eviction `json:"evictions,omitempty"`
+	// Topology is what the pod sets that asked Kueue's topology-aware scheduling for one domain asked, and
+	// the domains Kueue assigned them once admitted.
+	Topology []PodSetTopology `json:"topology,omitempty"`
 	// Note says what could not be known: Kueue not installed, Workloads the user may not read, no Workload yet.
 	Note string `json:"note,omitempty"`
+}
+
+// PodSetTopology is what a pod set asked of Kueue's topology-aware scheduling (TAS) and where Kueue put it.
+type PodSetTopology struct {
+	PodSet string `json:"podSet"`
+	// Level is the node label of the level within one domain of which the pod set asked to run; Required is
+	// false when it is only preferred.
+	Level    string `json:"level"`
+	Required bool   `json:"required"`
+	// Domains are where Kueue put the pods, by the domains of Level when the nodes could be read, else by node.
+	Domains []TopologyDomain `json:"domains,omitempty"`
+}
+
+// TopologyDomain is one domain of a topology assignment: its value at the level asked for ("rack-1"; empty
+// when the nodes could not be read), its nodes and how many pods it runs.
+type TopologyDomain struct {
+	Value string   `json:"value,omitempty"`
+	Nodes []string `json:"nodes"`
+	Pods  int32    `json:"pods"`
 }
 
 // Eviction is one time Kueue evicted the Workload: its Event (EvictedDueTo<Reason>), or its Evicted condition.
@@ -233,6 +255,8 @@ type QueueObjects struct {
 	LocalQueue *kueue.LocalQueue
 	// Pending is the Workload's entry in Kueue's visibility API; nil when that is not served, or does not list it.
 	Pending *kueue.PendingWorkload
+	// Nodes are the nodes of the Workload's topology assignment, when it has one and they could be read.
+	Nodes []corev1.Node
 }
 
 // stageOf is the TrainJob's stage: Queued when its Workload says Kueue holds it.

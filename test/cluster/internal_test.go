@@ -95,6 +95,25 @@ func TestGPUNodeLabels(t *testing.T) {
 	}
 }
 
+// TestGPUNodeTopology: the GPU nodes of 8 make 2 blocks of 2 racks of 2 hosts, labelled as Kueue's Topology of
+// the cluster reads them; CPU nodes are in no rack.
+func TestGPUNodeTopology(t *testing.T) {
+	var got []string
+	for _, n := range fakeNodes(Options{Profile: ProfileFull, GPUNodes: 8, CPUNodes: 1, GPUsPerNode: 8}) {
+		got = append(got, n.Name+" "+n.Labels[TopologyBlockLabel]+" "+n.Labels[TopologyRackLabel]+" "+n.Labels[corev1.LabelHostname])
+	}
+	want := []string{
+		"gpu-node-0 block-0 rack-0 gpu-node-0", "gpu-node-1 block-0 rack-0 gpu-node-1",
+		"gpu-node-2 block-0 rack-1 gpu-node-2", "gpu-node-3 block-0 rack-1 gpu-node-3",
+		"gpu-node-4 block-1 rack-2 gpu-node-4", "gpu-node-5 block-1 rack-2 gpu-node-5",
+		"gpu-node-6 block-1 rack-3 gpu-node-6", "gpu-node-7 block-1 rack-3 gpu-node-7",
+		"cpu-node-0   cpu-node-0",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("node, block, rack, host (-want +got):\n%s", diff)
+	}
+}
+
 func TestGPUNodeMatchesDocumentedShape(t *testing.T) {
 	n := fakeNode("gpu-node-0", 8)
 	if got := n.Labels[GPUPresentLabel]; got != "true" {

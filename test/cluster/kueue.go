@@ -22,11 +22,20 @@ import (
 )
 
 // The queueing objects of a cluster started with Options.Kueue: one ResourceFlavor for the GPU nodes and one
-// ClusterQueue over it; CreateLocalQueue adds the LocalQueue KueueLocalQueue to a namespace.
+// ClusterQueue over it; CreateLocalQueue adds the LocalQueue KueueLocalQueue to a namespace. Beside them, for
+// topology-aware scheduling (TAS): the Topology KueueTopology of the GPU nodes' block, rack and host labels, a
+// ResourceFlavor that uses it and a ClusterQueue over it with every GPU of the cluster, fed by the LocalQueue
+// KueueTASLocalQueue. The two ClusterQueues share the GPU nodes; TAS counts the other's pods as usage it does
+// not manage.
 const (
 	KueueResourceFlavor = "gpu-node"
 	KueueClusterQueue   = "gpu-cq"
 	KueueLocalQueue     = "gpu"
+
+	KueueTopology          = "gpu-topology"
+	KueueTASResourceFlavor = "gpu-node-tas"
+	KueueTASClusterQueue   = "gpu-tas-cq"
+	KueueTASLocalQueue     = "gpu-tas"
 	// KueueGPUQuota is the ClusterQueue's nominal quota of nvidia.com/gpu.
 	KueueGPUQuota = 16
 	// kueueNamespace is where Kueue keeps its own objects (MultiKueue's kubeconfig Secrets, for one).
@@ -132,7 +141,8 @@ func (c *Cluster) kueueReady(addr string) []check {
 		}},
 	}
 	if !c.opts.multiKueueManager {
-		checks = append(checks, check{"ClusterQueue " + KueueClusterQueue + " Active", c.kueueQueueActive})
+		checks = append(checks, check{"ClusterQueue " + KueueClusterQueue + " Active", c.kueueQueueActive},
+			check{"ClusterQueue " + KueueTASClusterQueue + " Active", c.kueueActive("clusterqueues", KueueTASClusterQueue)})
 	}
 	return checks
 }
@@ -194,47 +204,71 @@ func kueueObject(kind, namespace, name string, spec map[string]any) *unstructure
 	return u
 }
 
-// createKueueQueues creates the ResourceFlavor of the GPU nodes and the ClusterQueue over it. The flavor's node
-// labels and toleration are the GPU nodes', so Kueue's admission writes them into each TrainJob's runtime
-// patch. Higher-priority workloads preempt lower-priority ones within the ClusterQueue.
+// createKueueQueues creates the ResourceFlavor of the GPU nodes and the ClusterQueue over it, and where the
+// cluster has nodes the Topology, the TAS ResourceFlavor and its ClusterQueue. The flavors' node labels and
+// toleration are the GPU nodes', so Kueue's admission writes them into each TrainJob's runtime patch.
+// Higher-priority workloads preempt lower-priority ones within a ClusterQueue.
 func (c *Cluster) createKueueQueues(ctx context.Context) error {
 	client, err := dynamic.NewForConfig(c.Config)
 	if err != nil {
 		return err
 	}
-	flavor := kueueObject("ResourceFlavor", "", KueueResourceFlavor, map[string]any{
-		"nodeLabels": map[string]any{GPUPresentLabel: "true"},
-		"tolerations": []any{map[string]any{
-			"key": GPUTaintKey, "operator": "Equal", "value": "present", "effect": "NoSchedule",
-		}},
-	})
-	// Every resource a pod of a shipped runtime may request is covered; GPUs are what the quota is about.
-	cpu := strconv.Itoa(max(c.opts.GPUNodes, 0) * 96)
-	memory := strconv.Itoa(max(c.opts.GPUNodes, 0)) + "Ti"
-	queueSpec := map[string]any{
-		"namespaceSelector": map[string]any{},
-		"preemption":        map[string]any{"withinClusterQueue": "LowerPriority"},
-		"resourceGroups": []any{map[string]any{
-			"coveredResources": []any{"cpu", "memory", string(GPUResource)},
-			"flavors": []any{map[string]any{
-				"name": KueueResourceFlavor,
-				"resources": []any{
-					map[string]any{"name": "cpu", "nominalQuota": cpu},
-					map[string]any{"name": "memory", "nominalQuota": memory},
-					map[string]any{"name": string(GPUResource), "nominalQuota": strconv.Itoa(KueueGPUQuota)},
-				},
+	flavorSpec := func(topology string) map[string]any {
+		spec := map[string]any{
+			"nodeLabels": map[string]any{GPUPresentLabel: "true"},
+			"tolerations": []any{map[string]any{
+				"key": GPUTaintKey, "operator": "Equal", "value": "present", "effect": "NoSchedule",
 			}},
-		}},
+		}
+		if topology != "" {
+			spec["topologyName"] = topology
+		}
+		return spec
 	}
+	// Every resource a pod of a shipped runtime may request is covered; GPUs are what the quota is about.
+	queueSpec := func(flavor string, gpus int) map[string]any {
+		return map[string]any{
+			"namespaceSelector": map[string]any{},
+			"preemption":        map[string]any{"withinClusterQueue": "LowerPriority"},
+			"resourceGroups": []any{map[string]any{
+				"coveredResources": []any{"cpu", "memory", string(GPUResource)},
+				"flavors": []any{map[string]any{
+					"name": flavor,
+					"resources": []any{
+						map[string]any{"name": "cpu", "nominalQuota": strconv.Itoa(max(c.opts.GPUNodes, 0) * 96)},
+						map[string]any{"name": "memory", "nominalQuota": strconv.Itoa(max(c.opts.GPUNodes, 0)) + "Ti"},
+						map[string]any{"name": string(GPUResource), "nominalQuota": strconv.Itoa(gpus)},
+					},
+				}},
+			}},
+		}
+	}
+	queue := queueSpec(KueueResourceFlavor, KueueGPUQuota)
 	if c.opts.multiKueueManager {
 		// Every Workload the queue admits goes through MultiKueue's check, which dispatches it to the worker.
-		queueSpec["admissionChecksStrategy"] = map[string]any{"admissionChecks": []any{map[string]any{"name": MultiKueueAdmissionCheck}}}
+		queue["admissionChecksStrategy"] = map[string]any{"admissionChecks": []any{map[string]any{"name": MultiKueueAdmissionCheck}}}
 	}
-	queue := kueueObject("ClusterQueue", "", KueueClusterQueue, queueSpec)
-	for _, o := range []struct {
+	type object struct {
 		resource string
 		obj      *unstructured.Unstructured
-	}{{"resourceflavors", flavor}, {"clusterqueues", queue}} {
+	}
+	objects := []object{
+		{"resourceflavors", kueueObject("ResourceFlavor", "", KueueResourceFlavor, flavorSpec(""))},
+		{"clusterqueues", kueueObject("ClusterQueue", "", KueueClusterQueue, queue)},
+	}
+	if !c.opts.multiKueueManager {
+		// The host level is the lowest, as Kueue asks for node taints to be respected.
+		levels := []any{}
+		for _, l := range TopologyLevels() {
+			levels = append(levels, map[string]any{"nodeLabel": l})
+		}
+		objects = append(objects,
+			object{"topologies", kueueObject("Topology", "", KueueTopology, map[string]any{"levels": levels})},
+			object{"resourceflavors", kueueObject("ResourceFlavor", "", KueueTASResourceFlavor, flavorSpec(KueueTopology))},
+			object{"clusterqueues", kueueObject("ClusterQueue", "", KueueTASClusterQueue,
+				queueSpec(KueueTASResourceFlavor, max(c.opts.GPUNodes, 0)*c.opts.GPUsPerNode))})
+	}
+	for _, o := range objects {
 		if _, err := client.Resource(c.kueueGVR(o.resource)).Create(ctx, o.obj, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("create %s %s: %w", o.obj.GetKind(), o.obj.GetName(), err)
 		}
@@ -278,7 +312,8 @@ func activeCondition(u *unstructured.Unstructured) (bool, error) {
 	return false, fmt.Errorf("%s %s has no Active condition yet", u.GetKind(), u.GetName())
 }
 
-// CreateLocalQueue creates the LocalQueue KueueLocalQueue in namespace, feeding the cluster's ClusterQueue.
+// CreateLocalQueue creates the LocalQueue KueueLocalQueue in namespace, feeding the cluster's ClusterQueue, and
+// beside it KueueTASLocalQueue feeding the TAS ClusterQueue (not on a MultiKueue management cluster).
 // It needs a cluster started with Options.Kueue.
 func (c *Cluster) CreateLocalQueue(ctx context.Context, namespace string) error {
 	if !c.opts.Kueue {
@@ -288,9 +323,15 @@ func (c *Cluster) CreateLocalQueue(ctx context.Context, namespace string) error 
 	if err != nil {
 		return err
 	}
-	lq := kueueObject("LocalQueue", namespace, KueueLocalQueue, map[string]any{"clusterQueue": KueueClusterQueue})
-	if _, err := client.Resource(c.kueueGVR("localqueues")).Namespace(namespace).Create(ctx, lq, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create LocalQueue %s/%s: %w", namespace, KueueLocalQueue, err)
+	queues := map[string]string{KueueLocalQueue: KueueClusterQueue}
+	if !c.opts.multiKueueManager {
+		queues[KueueTASLocalQueue] = KueueTASClusterQueue
+	}
+	for name, cq := range queues {
+		lq := kueueObject("LocalQueue", namespace, name, map[string]any{"clusterQueue": cq})
+		if _, err := client.Resource(c.kueueGVR("localqueues")).Namespace(namespace).Create(ctx, lq, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create LocalQueue %s/%s: %w", namespace, name, err)
+		}
 	}
 	return nil
 }

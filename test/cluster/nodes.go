@@ -24,6 +24,15 @@ const (
 	GPUProductH100 = "NVIDIA-H100-80GB-HBM3"
 	GPUProductA100 = "NVIDIA-A100-SXM4-80GB"
 
+	// TopologyBlockLabel and TopologyRackLabel place a GPU node in the data centre, as a cloud provider labels
+	// its nodes for Kueue's topology-aware scheduling (Kueue's documentation spells them so); the host level is
+	// the node's kubernetes.io/hostname. GPUNodesPerRack nodes make a rack, RacksPerBlock racks a block: the
+	// i-th GPU node is in rack-(i/2) of block-(i/4).
+	TopologyBlockLabel = "cloud.provider.com/topology-block"
+	TopologyRackLabel  = "cloud.provider.com/topology-rack"
+	GPUNodesPerRack    = 2
+	RacksPerBlock      = 2
+
 	// kwokNodeAnnotation marks the nodes KWOK manages.
 	kwokNodeAnnotation = "kwok.x-k8s.io/node"
 )
@@ -33,6 +42,15 @@ func GPUNodeName(i int) string { return fmt.Sprintf("gpu-node-%d", i) }
 
 // CPUNodeName is the name of the i-th CPU-only node.
 func CPUNodeName(i int) string { return fmt.Sprintf("cpu-node-%d", i) }
+
+// RackOf and BlockOf are the rack and the block of the i-th GPU node.
+func RackOf(i int) string  { return fmt.Sprintf("rack-%d", i/GPUNodesPerRack) }
+func BlockOf(i int) string { return fmt.Sprintf("block-%d", i/(GPUNodesPerRack*RacksPerBlock)) }
+
+// TopologyLevels are the node labels of the levels of Kueue's Topology KueueTopology, highest first.
+func TopologyLevels() []string {
+	return []string{TopologyBlockLabel, TopologyRackLabel, corev1.LabelHostname}
+}
 
 // GPUToleration tolerates the taint of the GPU nodes.
 func GPUToleration() corev1.Toleration {
@@ -67,6 +85,7 @@ func fakeNodes(o Options) []*corev1.Node {
 	n := max(o.GPUNodes, 0)
 	for i := range n {
 		node := fakeNode(GPUNodeName(i), o.GPUsPerNode)
+		node.Labels[TopologyBlockLabel], node.Labels[TopologyRackLabel] = BlockOf(i), RackOf(i)
 		if o.GPUsPerNode > 0 {
 			gfdLabels(node, gpuModels[GPUProductOf(i, n)], o.GPUsPerNode)
 		}

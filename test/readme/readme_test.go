@@ -109,6 +109,10 @@ var commands = map[string]runBy{
 	"kubectl trainjob create my-job --runtime torch-distributed --queue gpu --nodes 2 --gpus-per-node 8": {
 		tests: []string{"test/cluster/cmd/dev-cluster.TestMakeDevClusterKueue"}},
 
+	// docs/gpus.md: topology-aware placement with Kueue.
+	"kubectl trainjob create llama --runtime torch-distributed --nodes 2 --gpus-per-node 8 --queue gpu-tas --topology rack -- torchrun train.py": {
+		tests: []string{"test/e2e/kueue.TestTopology/one rack's worth asked for one rack waits"}},
+
 	// docs/real-node.md: the demo's CPU TrainJob on the real node.
 	"kubectl trainjob create -f test/demo/sgd.yaml": {tests: []string{"test/demo.TestNoWait"}},
 

@@ -15,6 +15,8 @@ import (
 
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
+	createcmd "github.com/kubectl-trainjob/kubectl-trainjob/plugin/create"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/fit"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/list"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/status"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/golden"
@@ -29,8 +31,8 @@ import (
 // say: ages then read the same in every run ("10h") as long as the TrainJobs are made within 30 minutes.
 const sinceCreation = 10*time.Hour + 30*time.Minute
 
-// inProcess runs `kubectl trainjob ARGS… -n ns` in-process as the binary does, with the clocks of list and
-// status at now, and returns its output as a golden file holds it.
+// inProcess runs `kubectl trainjob ARGS… -n ns` (list, status, create or fit) in-process as the binary does,
+// with the clocks of list and status at now, and returns its output as a golden file holds it.
 func inProcess(t *testing.T, ns string, now time.Time, args ...string) string {
 	t.Helper()
 	clock := clocktesting.NewFakePassiveClock(now)
@@ -47,7 +49,8 @@ func inProcess(t *testing.T, ns string, now time.Time, args ...string) string {
 			o := status.NewStatusOptions(s)
 			o.Clock, o.Terminal = clock, &terminal
 			return status.NewCmdStatusWithOptions(f, o)
-		})
+		},
+		createcmd.NewCmdCreate, fit.NewCmd(nil))
 	root.SetArgs(append(args, "-n", ns, "--kubeconfig", suite.cluster.KubeconfigPath))
 	code := cmdutil.CheckErr(&errOut, root.ExecuteContext(t.Context()))
 	return fmt.Sprintf("exit code: %d\n--- stdout\n%s--- stderr\n%s", code, out.String(), errOut.String())

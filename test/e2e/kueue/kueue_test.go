@@ -301,10 +301,11 @@ func waitStage(t *testing.T, tj *trainer.TrainJob, st stage.Stage) {
 	})
 }
 
-// waitRunning waits until tj's Workload is admitted, tj is resumed, and its two pods run on GPU nodes with
-// the node selector of Kueue's patch.
+// waitRunning waits until tj's Workload is admitted, tj is resumed, and its pods (one a node of
+// spec.trainer.numNodes) run on GPU nodes with the node selector of Kueue's patch.
 func waitRunning(t *testing.T, tj *trainer.TrainJob) {
 	t.Helper()
+	want := int(ptr.Deref(tj.Spec.Trainer.NumNodes, 1))
 	cluster.Eventually(t, tj.Name+" admitted and its pods Running on GPU nodes", waitTimeout, func(ctx context.Context) error {
 		wl, err := workloadOf(ctx, tj)
 		if err != nil {
@@ -336,8 +337,8 @@ func waitRunning(t *testing.T, tj *trainer.TrainJob) {
 				running++
 			}
 		}
-		if running != 2 {
-			return fmt.Errorf("%d of %d pods Running on GPU nodes, want 2", running, len(list.Items))
+		if running != want {
+			return fmt.Errorf("%d of %d pods Running on GPU nodes, want %d", running, len(list.Items), want)
 		}
 		return nil
 	})
@@ -443,21 +444,23 @@ func queueNamespace(t *testing.T) string {
 	return ns
 }
 
-// queueIdle waits until the ClusterQueue reserves quota for no Workload. Every test shares its 16 GPUs, and
+// queueIdle waits until the ClusterQueues reserve quota for no Workload. Every test shares their GPUs, and
 // an earlier test's namespace goes in the background (its TrainJobs, then their Workloads): until they are
 // gone, their reservations would keep this test's TrainJobs from being admitted.
 func queueIdle(t *testing.T) {
 	t.Helper()
-	cluster.Eventually(t, "the ClusterQueue "+cluster.KueueClusterQueue+" reserving nothing (earlier tests' TrainJobs gone)", waitTimeout, func(ctx context.Context) error {
-		cq := kueueObject("ClusterQueue", "", cluster.KueueClusterQueue, nil)
-		if err := suite.client.Get(ctx, client.ObjectKeyFromObject(cq), cq); err != nil {
-			return err
-		}
-		if n, _, _ := unstructured.NestedInt64(cq.Object, "status", "reservingWorkloads"); n != 0 {
-			return fmt.Errorf("%d Workloads reserve quota", n)
-		}
-		return nil
-	})
+	for _, name := range []string{cluster.KueueClusterQueue, cluster.KueueTASClusterQueue} {
+		cluster.Eventually(t, "the ClusterQueue "+name+" reserving nothing (earlier tests' TrainJobs gone)", waitTimeout, func(ctx context.Context) error {
+			cq := kueueObject("ClusterQueue", "", name, nil)
+			if err := suite.client.Get(ctx, client.ObjectKeyFromObject(cq), cq); err != nil {
+				return err
+			}
+			if n, _, _ := unstructured.NestedInt64(cq.Object, "status", "reservingWorkloads"); n != 0 {
+				return fmt.Errorf("%d Workloads reserve quota", n)
+			}
+			return nil
+		})
+	}
 }
 
 // diagnose logs the TrainJobs and Workloads of ns, for a failed test.

@@ -2,7 +2,8 @@
 // with Options.Kueue): TrainJobs in a LocalQueue are queued, admitted within the ClusterQueue's GPU quota,
 // preempted and resumed, and the JobSets the operator builds are what Kueue accounts for.
 //
-// One cluster, one Kueue and one operator serve every test (TestMain), as in test/e2e.
+// One cluster, one Kueue and one operator serve every test (TestMain), as in test/e2e. The cluster has 8 GPU
+// nodes, 2 blocks of 2 racks of 2 (cluster.RackOf), so that topology-aware placement has racks to choose from.
 package kueue
 
 import (
@@ -22,7 +23,7 @@ var suite struct {
 }
 
 func TestMain(m *testing.M) {
-	os.Exit(stack.RunSuite(m, "e2e/kueue", cluster.Options{Profile: cluster.ProfileFull, Kueue: true}, func(s *stack.Suite) {
+	os.Exit(stack.RunSuite(m, "e2e/kueue", cluster.Options{Profile: cluster.ProfileFull, Kueue: true, GPUNodes: 8}, func(s *stack.Suite) {
 		suite.cluster, suite.client, suite.binary = s.Cluster, s.Stack.Client, s.Binary
 	}))
 }

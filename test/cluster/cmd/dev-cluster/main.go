@@ -95,6 +95,10 @@ func run() error {
 		}
 		fmt.Printf("Kueue: LocalQueue default/%s feeds ClusterQueue %s (%d nvidia.com/gpu); create TrainJobs with --queue %s\n",
 			cluster.KueueLocalQueue, cluster.KueueClusterQueue, cluster.KueueGPUQuota, cluster.KueueLocalQueue)
+		fmt.Printf("Kueue: LocalQueue default/%s feeds ClusterQueue %s (every GPU, placed by Topology %s: %d nodes a rack, %d racks a block); "+
+			"create TrainJobs with --queue %s --topology rack\n",
+			cluster.KueueTASLocalQueue, cluster.KueueTASClusterQueue, cluster.KueueTopology, cluster.GPUNodesPerRack, cluster.RacksPerBlock,
+			cluster.KueueTASLocalQueue)
 	}
 	var product *stack.Stack
 	if *operator != "" {
