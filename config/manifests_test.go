@@ -112,6 +112,7 @@ func TestDefault(t *testing.T) {
 			{webhook.TrainJobValidatorName, webhook.TrainJobValidatorPath},
 			{webhook.TrainingRuntimeValidatorName, webhook.TrainingRuntimeValidatorPath},
 			{webhook.ClusterTrainingRuntimeValidatorName, webhook.ClusterTrainingRuntimeValidatorPath},
+			{webhook.OptimizationJobValidatorName, webhook.OptimizationJobValidatorPath},
 		}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("webhooks (-want +got):\n%s", diff)

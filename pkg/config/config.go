@@ -77,8 +77,8 @@ const FeatureTrainJobStatus = "TrainJobStatus"
 
 // FeatureOptimizationJob gates the OptimizationJob controller (KEP-2605),
 // off by default as upstream's alpha gates are. Upstream names no gate for
-// it yet; this is the API's kind. It gates nothing until the controller
-// exists.
+// it yet; this is the API's kind. Its admission webhook runs whatever the
+// gate: the CRD is installed either way.
 const FeatureOptimizationJob = "OptimizationJob"
 
 // KnownFeatureGates are the feature gates and their defaults.

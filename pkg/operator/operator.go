@@ -1,7 +1,8 @@
 // Package operator is the operator face of the binary (`kubectl-trainjob
 // operator`): it wires a controller-runtime manager with the TrainJob and
 // runtime controllers, the admission webhooks and their in-process
-// certificates, leader election, probes and metrics. The controllers and
+// certificates, leader election, probes and metrics, and, with the
+// OptimizationJob feature gate, the OptimizationJob controller. The controllers and
 // webhooks themselves live in subpackages; this package only assembles
 // them. It must not hold reconcile logic.
 package operator
@@ -107,6 +108,11 @@ func New(ctx context.Context, opts Options) (*Operator, error) {
 	}
 	if err := controller.SetupRuntimeControllers(mgr); err != nil {
 		return nil, fmt.Errorf("runtime controllers: %w", err)
+	}
+	if cfg.Enabled(config.FeatureOptimizationJob) {
+		if err := controller.NewOptimizationJobReconciler(mgr).SetupWithManager(mgr); err != nil {
+			return nil, fmt.Errorf("OptimizationJob controller: %w", err)
+		}
 	}
 
 	if webhooksOn && ptr.Deref(cfg.CertManagement.Enable, true) {

@@ -17,6 +17,16 @@ package operator
 // +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainjobs/status,verbs=patch;update
 // +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainjobs/finalizers,verbs=update
 
+// OptimizationJobs (feature gate OptimizationJob) are read from the cache;
+// the controller patches the count of trials it created into their
+// annotations and updates their status. Their trials are TrainJobs it
+// creates, and lists and reads live; optimizationjobs/finalizers lets the
+// trials' owner references block their OptimizationJob's deletion.
+// +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=optimizationjobs,verbs=list;watch;patch
+// +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=optimizationjobs/status,verbs=update
+// +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=optimizationjobs/finalizers,verbs=update
+// +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainjobs,verbs=create
+
 // Runtimes: read from the cache, and live when a TrainJob names one the
 // cache does not have yet; patched to take the legacy finalizer off.
 // +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainingruntimes;clustertrainingruntimes,verbs=get;list;watch;patch

@@ -29,6 +29,7 @@ import (
 	"github.com/go-logr/logr"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/config"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/stack"
 )
@@ -156,11 +157,12 @@ func run(ctx context.Context, o options) (err error) {
 	step.done()
 
 	if onRealNode {
-		step.start("Installing `kustomize build config/default` server-side with the image " + operatorImage + " (and the TrainJobStatus gate on): the operator runs as its Deployment's 2 pods on " + cluster.RealNodeName)
-		s, err = stack.UpAsDeployment(untilComplete, c, operatorImage, step.detail, "--feature-gates=TrainJobStatus=true")
+		step.start("Installing `kustomize build config/default` server-side with the image " + operatorImage + " (and the TrainJobStatus and OptimizationJob gates on): the operator runs as its Deployment's 2 pods on " + cluster.RealNodeName)
+		s, err = stack.UpAsDeployment(untilComplete, c, operatorImage, step.detail, "--feature-gates=TrainJobStatus=true,"+config.FeatureOptimizationJob+"=true")
 	} else {
-		step.start("Installing `kustomize build config/default` server-side: CRDs, RBAC, webhooks, the shipped ClusterTrainingRuntimes; running the operator's Deployment as a process")
-		s, err = stack.Up(untilComplete, c, stack.Options{Binary: o.binary, Dir: o.dir, LogDir: logDir, Logf: step.detail})
+		step.start("Installing `kustomize build config/default` server-side: CRDs, RBAC, webhooks, the shipped ClusterTrainingRuntimes; running the operator's Deployment as a process (the OptimizationJob gate on)")
+		s, err = stack.Up(untilComplete, c, stack.Options{Binary: o.binary, Dir: o.dir, LogDir: logDir, Logf: step.detail,
+			ExtraArgs: []string{"--feature-gates=" + config.FeatureOptimizationJob + "=true"}})
 	}
 	if err != nil {
 		if ctx.Err() == nil && untilComplete.Err() != nil {

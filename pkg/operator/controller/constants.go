@@ -5,8 +5,10 @@ const (
 	TrainJobControllerName               = "trainjob_controller"
 	TrainingRuntimeControllerName        = "trainingruntime_controller"
 	ClusterTrainingRuntimeControllerName = "clustertrainingruntime_controller"
+	OptimizationJobControllerName        = "optimizationjob_controller"
 
-	TrainJobRecorderName = "trainer-trainjob-controller"
+	TrainJobRecorderName        = "trainer-trainjob-controller"
+	OptimizationJobRecorderName = "trainer-optimizationjob-controller"
 )
 
 // Events. Upstream records only TrainJobResourcesCreationFailed; this

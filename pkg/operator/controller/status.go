@@ -36,11 +36,17 @@ func newStatusUpdate(tj *trainer.TrainJob, now metav1.Time) *statusUpdate {
 // setCondition sets a condition; its transition time changes only when its
 // status does.
 func (u *statusUpdate) setCondition(typ string, status metav1.ConditionStatus, reason, message string) {
-	meta.SetStatusCondition(&u.tj.Status.Conditions, metav1.Condition{
+	setCondition(&u.tj.Status.Conditions, u.tj.Generation, u.now, typ, status, reason, message)
+}
+
+// setCondition sets a condition of an object of generation in conditions,
+// as of now; its transition time changes only when its status does.
+func setCondition(conditions *[]metav1.Condition, generation int64, now metav1.Time, typ string, status metav1.ConditionStatus, reason, message string) {
+	meta.SetStatusCondition(conditions, metav1.Condition{
 		Type:               typ,
 		Status:             status,
-		ObservedGeneration: u.tj.Generation,
-		LastTransitionTime: u.now,
+		ObservedGeneration: generation,
+		LastTransitionTime: now,
 		Reason:             reason,
 		Message:            truncate(message, maxConditionMessage, ""),
 	})
@@ -60,25 +66,37 @@ func (u *statusUpdate) changed() bool {
 // changed: one per condition, with its reason and message, and the
 // condition type as the action.
 func (u *statusUpdate) transitions() []trainJobEvent {
+	return transitions(u.orig.Status.Conditions, u.tj.Status.Conditions, conditionEventType)
+}
+
+// transitions are the events of the conditions of after whose status or
+// reason differ in before, of the type eventType says.
+func transitions(before, after []metav1.Condition, eventType func(metav1.Condition) string) []trainJobEvent {
 	var out []trainJobEvent
-	for _, c := range u.tj.Status.Conditions {
-		old := meta.FindStatusCondition(u.orig.Status.Conditions, c.Type)
+	for _, c := range after {
+		old := meta.FindStatusCondition(before, c.Type)
 		if old != nil && old.Status == c.Status && old.Reason == c.Reason {
 			continue
 		}
-		out = append(out, trainJobEvent{Type: conditionEventType(c), Reason: c.Reason, Action: c.Type, Note: c.Message})
+		out = append(out, trainJobEvent{Type: eventType(c), Reason: c.Reason, Action: c.Type, Note: c.Message})
 	}
 	return out
 }
 
-// conditionEventType is Warning for a condition that reports a failure.
-func conditionEventType(c metav1.Condition) string {
-	switch {
-	case c.Type == trainer.TrainJobFailed && c.Status == metav1.ConditionTrue,
-		c.Type == trainer.TrainJobComponentsCreated && c.Status == metav1.ConditionFalse:
-		return corev1.EventTypeWarning
+// conditionEventType is Warning for a TrainJob's condition that reports a
+// failure.
+var conditionEventType = failureEventType(trainer.TrainJobFailed, trainer.TrainJobComponentsCreated)
+
+// failureEventType is the event type of a condition of a kind whose
+// conditions failed (True) and created (False) report a failure: Warning
+// for those, Normal for the others.
+func failureEventType(failed, created string) func(metav1.Condition) string {
+	return func(c metav1.Condition) string {
+		if c.Type == failed && c.Status == metav1.ConditionTrue || c.Type == created && c.Status == metav1.ConditionFalse {
+			return corev1.EventTypeWarning
+		}
+		return corev1.EventTypeNormal
 	}
-	return corev1.EventTypeNormal
 }
 
 // truncate cuts s to at most n bytes, marking a cut with suffix.

@@ -1,7 +1,8 @@
 // Package controller holds the operator's controllers: the TrainJob
 // controller, which runs the Build and PostExecution phases of the Pipeline
-// Framework (spec §3), and the runtime controllers, which only take
-// upstream's legacy finalizer off runtimes.
+// Framework (spec §3); the runtime controllers, which only take
+// upstream's legacy finalizer off runtimes; and the OptimizationJob
+// controller (KEP-2605), which runs a hyperparameter search as TrainJobs.
 package controller
 
 import (

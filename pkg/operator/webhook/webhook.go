@@ -1,6 +1,7 @@
 // Package webhook holds the operator's admission webhooks (spec §4): the
 // TrainJob defaulter, which stamps runtimePatches with their time, and the
-// TrainJob, TrainingRuntime and ClusterTrainingRuntime validators. Everything
+// TrainJob, TrainingRuntime, ClusterTrainingRuntime and OptimizationJob
+// validators. Everything
 // else is checked by the CRD schema; that split is what makes a schema
 // failure a 422 Invalid and a webhook denial a 403 Forbidden.
 package webhook
@@ -24,11 +25,13 @@ const (
 	TrainJobValidatorName               = "validator.trainjob.trainer.kubeflow.org"
 	TrainingRuntimeValidatorName        = "validator.trainingruntime.trainer.kubeflow.org"
 	ClusterTrainingRuntimeValidatorName = "validator.clustertrainingruntime.trainer.kubeflow.org"
+	OptimizationJobValidatorName        = "validator.optimizationjob.trainer.kubeflow.org"
 
 	TrainJobDefaulterPath               = "/mutate-trainer-kubeflow-org-v1alpha1-trainjob"
 	TrainJobValidatorPath               = "/validate-trainer-kubeflow-org-v1alpha1-trainjob"
 	TrainingRuntimeValidatorPath        = "/validate-trainer-kubeflow-org-v1alpha1-trainingruntime"
 	ClusterTrainingRuntimeValidatorPath = "/validate-trainer-kubeflow-org-v1alpha1-clustertrainingruntime"
+	OptimizationJobValidatorPath        = "/validate-trainer-kubeflow-org-v1alpha1-optimizationjob"
 )
 
 // Setup registers every webhook on mgr's webhook server.
@@ -47,7 +50,13 @@ func Setup(mgr manager.Manager, fw *pipeline.Framework) error {
 	if err != nil {
 		return err
 	}
-	return builder.WebhookManagedBy(mgr, &trainer.ClusterTrainingRuntime{}).
+	err = builder.WebhookManagedBy(mgr, &trainer.ClusterTrainingRuntime{}).
 		WithValidator(&ClusterTrainingRuntimeValidator{}).
+		Complete()
+	if err != nil {
+		return err
+	}
+	return builder.WebhookManagedBy(mgr, &trainer.OptimizationJob{}).
+		WithValidator(&OptimizationJobValidator{client: mgr.GetClient(), live: mgr.GetAPIReader(), framework: fw}).
 		Complete()
 }

@@ -35,6 +35,7 @@ func TestMain(m *testing.M) {
 		if err != nil {
 			return err
 		}
+		cfg.FeatureGates = map[string]bool{config.FeatureOptimizationJob: true}
 		if err := optest.InstallWebhooks(ctx, e.Client, *cfg.Webhook.Port); err != nil {
 			return err
 		}
