@@ -20,6 +20,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/gpuhealth"
 )
 
 // LogLines is how many lines of the failed container's log `status` shows.
@@ -68,6 +70,9 @@ type Failure struct {
 	// LogUnavailable says why there is none.
 	Log            []string `json:"log,omitempty"`
 	LogUnavailable string   `json:"logUnavailable,omitempty"`
+	// SickGPUs says why the GPUs of Node are sick (plugin/gpuhealth), set by the caller that read the node;
+	// nil when they are not: a rank that died there may have died of them.
+	SickGPUs *gpuhealth.Sickness `json:"sickGPUs,omitempty"`
 }
 
 // Text says how the container failed: "OOMKilled, exit code 137 (SIGKILL)", "Error, exit code 1 in its previous

@@ -16,6 +16,7 @@ import (
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/dryrun"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/gpuhealth"
 )
 
 // PodSets builds tj as the operator would — the one pipeline of render and describe-pipeline: the webhook's
@@ -58,12 +59,15 @@ type Cluster struct {
 	Used map[string]corev1.ResourceList
 	// Notes say what was not counted, and why.
 	Notes []string
+	// Sick are the nodes whose GPUs are sick (plugin/gpuhealth), by node name; read with the pods.
+	Sick map[string]*gpuhealth.Sickness
 }
 
 // ReadOptions say what ReadCluster reads.
 type ReadOptions struct {
-	// Pods reads what the pods on the nodes request (a list of the pods of every namespace). Without it the
-	// nodes count as empty: enough to tell whether a TrainJob fits nowhere.
+	// Pods reads what the pods on the nodes request (a list of the pods of every namespace), and which nodes'
+	// GPUs are sick (their DRA devices: ResourceSlices and DeviceTaintRules). Without it the nodes count as
+	// empty and healthy: enough to tell whether a TrainJob fits nowhere.
 	Pods bool
 	// Own, when set, is a TrainJob of the cluster: its own pods are left out of what the nodes use, so that
 	// fit says whether it would fit if it started now.
@@ -89,6 +93,18 @@ func ReadCluster(ctx context.Context, c client.Reader, opts ReadOptions) (*Clust
 	cl := &Cluster{Nodes: nodes.Items}
 	if !opts.Pods {
 		return cl, nil
+	}
+	devices, err := gpuhealth.ReadDevices(ctx, c, "")
+	if err != nil {
+		return nil, err
+	}
+	for i := range cl.Nodes {
+		if s := gpuhealth.Of(&cl.Nodes[i], devices); s != nil {
+			if cl.Sick == nil {
+				cl.Sick = map[string]*gpuhealth.Sickness{}
+			}
+			cl.Sick[s.Node] = s
+		}
 	}
 	used, own, err := podRequests(ctx, c, opts.Own)
 	switch {

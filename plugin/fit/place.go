@@ -15,6 +15,7 @@ import (
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/gpuhealth"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/printers"
 )
 
@@ -27,6 +28,9 @@ const (
 	ReasonCordoned Reason = "Cordoned"
 	// ReasonNodeAffinity: the node does not match the pod's nodeSelector or required node affinity.
 	ReasonNodeAffinity Reason = "NodeAffinity"
+	// ReasonSickGPUs: the node's GPUs are sick (plugin/gpuhealth) and the pod asks for GPUs. The scheduler
+	// may still put it there (a condition alone does not keep it off), but a rank there would die.
+	ReasonSickGPUs Reason = "SickGPUs"
 	// ReasonTaint: the node has a NoSchedule or NoExecute taint the pod does not tolerate.
 	ReasonTaint Reason = "Taint"
 	// ReasonResources: what the node can allocate, less what is requested there already, is less than the pod
@@ -130,6 +134,8 @@ type nodeState struct {
 	node   *corev1.Node
 	others corev1.ResourceList
 	own    corev1.ResourceList
+	// sick says why the node's GPUs are sick, nil when they are not.
+	sick *gpuhealth.Sickness
 }
 
 // placement is the outcome of placing every pod set on the nodes, one pod after the other.
@@ -142,13 +148,14 @@ type placement struct {
 
 // place puts the pods of sets on nodes with a greedy first fit: pod sets in the JobSet's order, each pod on the
 // first node (by name) that takes it, as if all ran at once. used is what the pods already on each node request
-// (nil: nodes are empty). A pod set whose next pod no node takes stops there; the sets after it are still
-// placed. It is not the scheduler (which scores nodes and may find room a first fit misses), but it answers
-// with the scheduler's filters: cordon, node selector and affinity, taints, resources.
-func place(sets []PodSet, nodes []corev1.Node, used map[string]corev1.ResourceList) placement {
+// (nil: nodes are empty); sick are the nodes whose GPUs are sick, which take no pod that asks for GPUs. A pod
+// set whose next pod no node takes stops there; the sets after it are still placed. It is not the scheduler
+// (which scores nodes and may find room a first fit misses), but it answers with the scheduler's filters:
+// cordon, node selector and affinity, taints, resources.
+func place(sets []PodSet, nodes []corev1.Node, used map[string]corev1.ResourceList, sick map[string]*gpuhealth.Sickness) placement {
 	states := make([]*nodeState, len(nodes))
 	for i := range nodes {
-		states[i] = &nodeState{node: &nodes[i], others: used[nodes[i].Name], own: corev1.ResourceList{}}
+		states[i] = &nodeState{node: &nodes[i], others: used[nodes[i].Name], own: corev1.ResourceList{}, sick: sick[nodes[i].Name]}
 	}
 	slices.SortFunc(states, func(a, b *nodeState) int { return cmp.Compare(a.node.Name, b.node.Name) })
 	p := placement{placed: make([][]Placement, len(sets)), blocked: make([][]Blocker, len(sets))}
@@ -198,6 +205,10 @@ func (ps *PodSet) refuse(s *nodeState, affinity nodeaffinity.RequiredNodeAffinit
 	}
 	if match, err := affinity.Match(n); err != nil || !match {
 		return ps.affinityRefusal(n)
+	}
+	if s.sick != nil && pipeline.GPUsPerNode(corev1.ResourceRequirements{Requests: ps.Requests}, nil) > 0 {
+		what := "sick GPUs: " + strings.Join(s.sick.Signs, "; ")
+		return &refusal{ReasonSickGPUs, "has " + what, "have " + what}
 	}
 	var taints []string
 	for _, t := range n.Spec.Taints {

@@ -226,6 +226,9 @@ func (o *ListOptions) Run(ctx context.Context) error {
 	if err := w.Flush(); err != nil {
 		return err
 	}
+	if o.wide {
+		o.warnSickGPUs(ctx, items)
+	}
 	if !o.Watch {
 		return nil
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/stage"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/failure"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/gpuhealth"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/kueue"
 )
 
@@ -46,7 +47,8 @@ type Reader struct {
 // taints alone keep it off them (a user who may not read nodes gets the scheduler's message instead); only for
 // a TrainJob in a Kueue LocalQueue, with rd.Kueue, at most four more (fetchQueue); and only when a container
 // failed and the TrainJob is not Complete, with rd.Logs, one more (fetchFailure): the end of the first failed
-// container's log. At most eleven in all,
+// container's log, and three more when it ran on a node: that node, its ResourceSlices and the DeviceTaintRules,
+// to tell whether its GPUs are sick (plugin/gpuhealth). At most fourteen in all,
 // but for a TrainJob that MultiKueue dispatched to a worker cluster: then, once its Workload names the worker,
 // the worker's MultiKueueCluster and kubeconfig Secret (once per kc) and five to seven requests against the
 // worker instead of the nodes and the failure (fetchWorker).
@@ -102,13 +104,17 @@ func Fetch(ctx context.Context, rd Reader, namespace, name string) (Objects, err
 	if kc != nil && kueue.Queued(tj) {
 		wg.Go(func() { in.Queue, queueErr = fetchQueue(ctx, kc, c, tj) })
 	}
+	var gpusErr error
 	if rd.Logs != nil && stage.Of(tj) != stage.Complete {
 		if f := failure.First(failure.Objects{Pods: in.Pods, Jobs: in.Jobs}); f != nil {
 			wg.Go(func() { in.JobSet, in.FailureLog = lineage.JobSet(), fetchFailure(ctx, rd, tj, f) })
+			if f.Node != "" {
+				wg.Go(func() { in.SickGPUs, gpusErr = gpuhealth.Read(ctx, c, f.Node) })
+			}
 		}
 	}
 	wg.Wait()
-	if err := errors.Join(nodesErr, queueErr); err != nil {
+	if err := errors.Join(nodesErr, queueErr, gpusErr); err != nil {
 		return in, err
 	}
 	return in, fetchWorker(ctx, rd, &in)

@@ -251,6 +251,9 @@ func renderFailure(w io.Writer, f *failure.Failure, since func(*metav1.Time) str
 		t.Row("Pod:", f.Pod)
 		t.Row("Replicated job:", rj)
 		t.Row("Node:", f.Node)
+		if g := f.SickGPUs; g != nil {
+			t.Row("Sick GPUs:", printers.Escape(strings.Join(g.Signs, "; ")))
+		}
 		t.Row("Container:", f.Container)
 	} else {
 		t.Row("Job:", f.Job)

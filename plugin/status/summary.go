@@ -13,6 +13,7 @@ import (
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/stage"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/failure"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/gpuhealth"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/kueue"
 )
 
@@ -232,6 +233,9 @@ type Objects struct {
 	// only when a container failed (nil otherwise, or when they cannot be read).
 	JobSet     *jobsetv1alpha2.JobSet
 	FailureLog *FailureLog
+	// SickGPUs says why the GPUs of the node of the first failed container are sick; nil when they are not, or
+	// when it was not read.
+	SickGPUs *gpuhealth.Sickness
 }
 
 // FailureLog is the end of the log of one container, or why it could not be read.
@@ -309,11 +313,15 @@ func Summarize(in Objects, now time.Time) *Summary {
 	return s
 }
 
-// firstFailure is the first failure of in's containers, with the log read of it.
+// firstFailure is the first failure of in's containers, with the log read of it and why the GPUs of its node
+// are sick, if they are.
 func firstFailure(in Objects) *failure.Failure {
 	f := failure.First(failure.Objects{Pods: in.Pods, Jobs: in.Jobs, JobSet: in.JobSet})
 	if l := in.FailureLog; f != nil && l != nil && l.Pod == f.Pod && l.Container == f.Container && l.Previous == f.Previous {
 		f.Log, f.LogUnavailable = l.Lines, l.Unavailable
+	}
+	if g := in.SickGPUs; f != nil && g != nil && g.Node == f.Node {
+		f.SickGPUs = g
 	}
 	return f
 }

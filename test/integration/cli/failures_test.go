@@ -10,6 +10,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -41,6 +42,7 @@ func TestStatusFailures(t *testing.T) {
 		{"CrashLoop", testFailureCrashLoop},
 		{"ImagePull", testFailureImagePull},
 		{"Evicted", testFailureEvicted},
+		{"SickGPUs", testFailureSickGPUs},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -63,6 +65,8 @@ type failingTrainJob struct {
 	fp       *jobsetv1alpha2.FailurePolicy
 	env      map[string]string
 	logs     map[string][]string // rank → log lines
+	// node, when set, is the one node the pods run on; they tolerate its taints.
+	node *corev1.Node
 }
 
 func (ft failingTrainJob) create(t *testing.T, c *cluster.Cluster, f *fixture) *trainer.TrainJob {
@@ -87,6 +91,12 @@ func (ft failingTrainJob) create(t *testing.T, c *cluster.Cluster, f *fixture) *
 	}
 	if ft.logs != nil {
 		podSpec.SchedulingGates = []corev1.PodSchedulingGate{{Name: logsGate}}
+	}
+	if ft.node != nil {
+		podSpec.NodeSelector = map[string]string{corev1.LabelHostname: ft.node.Name}
+		for _, taint := range ft.node.Spec.Taints {
+			podSpec.Tolerations = append(podSpec.Tolerations, corev1.Toleration{Key: taint.Key, Operator: corev1.TolerationOpExists, Effect: taint.Effect})
+		}
 	}
 	js := &jobsetv1alpha2.JobSet{
 		ObjectMeta: metav1.ObjectMeta{Name: tj.Name, OwnerReferences: []metav1.OwnerReference{owner(tj)}},
@@ -271,4 +281,49 @@ func testFailureEvicted(t *testing.T, c *cluster.Cluster) {
 	}.create(t, c, f)
 	syncFromJobSet(t, f, tj, "the JobSet Failed", jobSetFailed)
 	checkFailure(t, c, f, tj, "evicted")
+}
+
+// testFailureSickGPUs: the one rank exits 1 (backoffLimit 0, no failurePolicy: the JobSet fails) on a node whose
+// GPUs are sick, a simulated GPU node of the test's own: NVIDIA's fault quarantine tainted it (NVSentinel's
+// nvidia.com/gpu-error, which the rank tolerates, as a pod that was there first would run on) and the DRA
+// driver tainted one of its devices in its ResourceSlice. `status` names both in the first failure. A second
+// TrainJob that still trains there gets `list -o wide`'s warning.
+func testFailureSickGPUs(t *testing.T, c *cluster.Cluster) {
+	f := fixtureOn(t, c)
+	node := cluster.SimulatedGPUNode("gpu-node-9", 8)
+	node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: "nvidia.com/gpu-error", Value: "xid-79", Effect: corev1.TaintEffectNoSchedule})
+	if err := f.c.Create(t.Context(), node); err != nil {
+		t.Fatal(err)
+	}
+	slice := &resourcev1.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: node.Name + "-gpus"},
+		Spec: resourcev1.ResourceSliceSpec{
+			Driver: "gpu.example.com", Pool: resourcev1.ResourcePool{Name: node.Name, ResourceSliceCount: 1}, NodeName: ptr.To(node.Name),
+			Devices: []resourcev1.Device{
+				{Name: "gpu-0"},
+				{Name: "gpu-1", Taints: []resourcev1.DeviceTaint{{Key: "gpu.example.com/unhealthy", Value: "ecc", Effect: resourcev1.DeviceTaintEffectNoSchedule}}},
+			},
+		},
+	}
+	if err := f.c.Create(t.Context(), slice); err != nil {
+		t.Fatal(err)
+	}
+	tj := failingTrainJob{name: "sick-gpus", numNodes: 1, restart: corev1.RestartPolicyNever, backoff: 0, node: node,
+		env: map[string]string{cluster.EnvRunSeconds: "1", cluster.EnvExitCode: "1"},
+	}.create(t, c, f)
+	syncFromJobSet(t, f, tj, "the JobSet Failed", jobSetFailed)
+	checkFailure(t, c, f, tj, "sick-gpus")
+
+	running := failingTrainJob{name: "on-sick-gpus", numNodes: 1, restart: corev1.RestartPolicyNever, backoff: 0, node: node,
+		env: map[string]string{cluster.EnvRunSeconds: "3600"},
+	}.create(t, c, f)
+	syncFromJobSet(t, f, running, "the rank running", func(js *jobsetv1alpha2.JobSet, _ []corev1.Pod) bool {
+		rjs := js.Status.ReplicatedJobsStatus
+		return len(rjs) > 0 && rjs[0].Ready > 0
+	})
+	res := Run(t, "", []plugin.CommandAdder{listCmd(time.Now())}, withArgs(kubeArgs(c, f.ns), "list", "-o", "wide")...)
+	if res.Code != 0 {
+		t.Fatal(res)
+	}
+	AssertGolden(t, "failures/sick-gpus-list-wide-stderr", failureNormalizer(f.ns, running.Name)(res.Stderr))
 }

@@ -105,7 +105,7 @@ func TestRequests(t *testing.T) {
 	})
 
 	// A container failed: one request more, the end of that container's log (which no kubelet serves here:
-	// status says why); the JobSet, read anyway, gives its failure policy.
+	// status says why), and one to three for its node's GPUs; the JobSet, read anyway, gives its failure policy.
 	t.Run("status of a Failed TrainJob", func(t *testing.T) {
 		f := fixtureOn(t, c)
 		failedTrainJob(f, "oom")
@@ -115,7 +115,10 @@ func TestRequests(t *testing.T) {
 			t.Fatal(res)
 		}
 		want := append(statusRequests(f.ns, "oom"),
-			"GET /api/v1/namespaces/"+f.ns+"/pods/oom-node-0-0-x00/log?container=node&limitBytes=65536&tailLines=20")
+			"GET /api/v1/namespaces/"+f.ns+"/pods/oom-node-0-0-x00/log?container=node&limitBytes=65536&tailLines=20",
+			// Whether the GPUs of the failed container's node are sick (plugin/gpuhealth): this cluster has no
+			// such node, so its ResourceSlices and the DeviceTaintRules are not read.
+			"GET /api/v1/nodes/gpu-node-2")
 		if diff := cmp.Diff(want, got, cmpSorted); diff != "" {
 			t.Errorf("status requests (-want +got):\n%s", diff)
 		}
