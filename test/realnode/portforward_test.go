@@ -138,7 +138,9 @@ func TestPortForward(t *testing.T) {
 
 // normalizeForwarding makes port-forward's output comparable across runs: the pods' random suffixes become
 // <hash1>, <hash2>… in order of appearance, the local port <port>; the lines client-go prints per connection
-// are left out, as the test's retries make their number vary.
+// are left out, and a "Forwarding from" line that repeats the one before it, as the test's retries make their
+// number vary (a request that finds the new pod's server not yet listening ends that forwarding, and port-forward
+// forwards to the pod again, saying so on stderr, and client-go says "Forwarding from" once more).
 func normalizeForwarding(out string, port int) string {
 	suffixes := map[string]string{}
 	out = regexp.MustCompile(`(llama-node-0-1-)([a-z0-9]{5})\b`).ReplaceAllStringFunc(out, func(m string) string {
@@ -149,10 +151,13 @@ func normalizeForwarding(out string, port int) string {
 		return m[:len(m)-5] + suffixes[s]
 	})
 	var b strings.Builder
+	var last string
 	for line := range strings.Lines(out) {
-		if !strings.HasPrefix(line, "Handling connection for ") {
-			b.WriteString(line)
+		if strings.HasPrefix(line, "Handling connection for ") || (line == last && strings.HasPrefix(line, "Forwarding from ")) {
+			continue
 		}
+		b.WriteString(line)
+		last = line
 	}
 	return strings.ReplaceAll(b.String(), "127.0.0.1:"+strconv.Itoa(port), "127.0.0.1:<port>")
 }
