@@ -100,13 +100,15 @@ func namesIn(t *testing.T, cmd ...string) []string {
 	return names
 }
 
-// realPod is a pod pinned to the real node that runs image with args once.
+// realPod is a pod pinned to the real node (it selects it and tolerates its taint) that runs image with args
+// once.
 func realPod(ns, name, image string, args []string, env ...corev1.EnvVar) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: corev1.PodSpec{
 			RestartPolicy: corev1.RestartPolicyNever,
 			NodeSelector:  map[string]string{cluster.RealNodeLabel: "true"},
+			Tolerations:   []corev1.Toleration{cluster.RealNodeToleration()},
 			Containers: []corev1.Container{{
 				Name: "main", Image: image, Args: args, Env: env,
 				ImagePullPolicy: corev1.PullNever,
