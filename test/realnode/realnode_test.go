@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/config"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/images"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/images/sgd"
@@ -86,8 +87,9 @@ func TestRealNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	begin := time.Now()
-	// The TrainJobStatus gate on, as a user's overlay would set it: the trainers report their progress.
-	s, err := stack.UpAsDeployment(t.Context(), c, operatorImage, t.Logf, "--feature-gates=TrainJobStatus=true")
+	// The TrainJobStatus and OptimizationJob gates on, as a user's overlay would set them: the trainers report
+	// their progress, and OptimizationJobs run their trials.
+	s, err := stack.UpAsDeployment(t.Context(), c, operatorImage, t.Logf, "--feature-gates=TrainJobStatus=true,"+config.FeatureOptimizationJob+"=true")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,6 +105,7 @@ func TestRealNode(t *testing.T) {
 	r.run(t, "the operator's namespace enforces the restricted Pod Security Standard", r.restrictedNamespace)
 	r.run(t, "a TrainJob on a shipped runtime that does not ask for the real node is not scheduled there", r.notOnRealNode)
 	r.run(t, "a 3-node torch TrainJob trains for real to Complete and reports its progress", r.torchTrainJob)
+	r.run(t, "an OptimizationJob's seeded random search of the sgd trainer's learning rate finds the trial of the lowest loss", r.randomSearch)
 	r.run(t, "an MPI TrainJob on the deepspeed runtime reaches every host of its hostfile and trains to Complete", r.mpiTrainJob)
 	r.run(t, "a rank killed mid-run is replaced and the TrainJob still completes", r.killedRank)
 	r.run(t, "the other operator pod takes over when the leader's pod is deleted", r.leaderFailover)
