@@ -2,8 +2,9 @@
 // Deployment's container, leader election between them, the webhooks reached through a stand-in for their
 // Service) on a local API server and breaks things under them: the leader is killed in the middle of a burst
 // of creates, or left dead while a TrainJob is created; kube-apiserver and etcd are stopped and started
-// again during a burst. Nothing may be lost: afterwards every TrainJob has exactly its own children and says
-// it is built. A replica that exits is run again, as the kubelet would (restartPolicy Always).
+// again during a burst; the leader is killed in the middle of an OptimizationJob's search. Nothing may be lost:
+// afterwards every TrainJob has exactly its own children and says it is built, and the search has exactly its
+// trials. A replica that exits is run again, as the kubelet would (restartPolicy Always).
 package chaos_test
 
 import (
@@ -73,7 +74,9 @@ func run(m *testing.M) int {
 	}
 	defer func() { _ = c.Stop() }()
 	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "chaos: "+format+"\n", args...) }
-	s, err := stack.Up(ctx, c, stack.Options{Binary: binary, Dir: dir, Logf: logf, Replicas: replicas})
+	// The OptimizationJob gate on: TestKillDuringSearch kills the leader in the middle of a search.
+	s, err := stack.Up(ctx, c, stack.Options{Binary: binary, Dir: dir, Logf: logf, Replicas: replicas,
+		ExtraArgs: []string{"--feature-gates=" + config.FeatureOptimizationJob + "=true"}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
