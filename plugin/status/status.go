@@ -13,6 +13,7 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -20,6 +21,7 @@ import (
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/completion"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/kueue"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/optimizationjob"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/printers"
 )
 
@@ -33,7 +35,10 @@ const example = `  # Where is my TrainJob, and why? For a Failed one: which cont
   kubectl trainjob status llama-ft -o json | jq '.stages'
 
   # The exit code and reason of the container that failed first
-  kubectl trainjob status llama-ft -o json | jq '.firstFailure | {pod, rank, reason, exitCode}'`
+  kubectl trainjob status llama-ft -o json | jq '.firstFailure | {pod, rank, reason, exitCode}'
+
+  # A hyperparameter search (kubectl trainjob optimize): its progress, best trial and trials
+  kubectl trainjob status optimizationjob/sweep`
 
 // StatusOptions are the flags and resolved inputs of `status`.
 type StatusOptions struct {
@@ -71,7 +76,7 @@ func NewCmdStatus(f cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
 // NewCmdStatusWithOptions is `kubectl trainjob status` with preset options (a pinned clock in tests).
 func NewCmdStatusWithOptions(f cmdutil.Factory, o *StatusOptions) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "status NAME",
+		Use:   "status NAME | status optimizationjob/NAME",
 		Short: "Show where a TrainJob is in its pipeline and why",
 		Long: `Show one TrainJob on one screen: its stage and why it is there (for example which pods
 cannot be scheduled and the scheduler's message), the pipeline (initializers, trainer, done)
@@ -103,7 +108,15 @@ TrainJob runs and how to reach it.
 With -w it follows the TrainJob until it is Complete or Failed: on a terminal the screen is
 redrawn in place; otherwise one line is printed per transition (condition, Event, change of
 stage, progress report, first failure), in time order, each dated by the cluster's records.
-It then exits 0 if Complete and 2 if Failed.`,
+It then exits 0 if Complete and 2 if Failed.
+
+status optimizationjob/NAME shows an OptimizationJob (a hyperparameter search, kubectl trainjob
+optimize): its objective and search, its trials created, complete, running and failed of
+numTrials, the best trial (status.result, else the Complete trial with the best report) with
+its objective and parameters, and a table of its trials (the TrainJobs it controls) with their
+stage, last report of the objective metric (status.trainerStatus.metrics) and parameters, best
+first. status NAME is the TrainJob NAME when there is one, else the OptimizationJob NAME. A trial
+is a TrainJob: status TRIAL shows it as any other.`,
 		Example:           example,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completion.TrainJobNames(f),
@@ -155,8 +168,12 @@ func (o *StatusOptions) Validate() error {
 	return nil
 }
 
-// Run prints the status once, or follows the TrainJob with -w.
+// Run prints the status once, or follows the TrainJob with -w. An argument optimizationjob/NAME, or a NAME that
+// no TrainJob has, is an OptimizationJob (optimization.go): a TrainJob's status costs no request more.
 func (o *StatusOptions) Run(ctx context.Context) error {
+	if name, ok := optimizationjob.NameOf(o.Name); ok {
+		return o.runOptimization(ctx, name, nil)
+	}
 	if o.Watch {
 		if *o.Terminal {
 			return o.redraw(ctx)
@@ -165,6 +182,9 @@ func (o *StatusOptions) Run(ctx context.Context) error {
 			Out: o.Streams.Out, Clock: o.Clock, Color: o.Color, Lines: true}))
 	}
 	in, err := Fetch(ctx, Reader{Client: o.Client, Kueue: o.Kueue, Logs: o.Logs}, o.Namespace, o.Name)
+	if apierrors.IsNotFound(err) {
+		return o.runOptimization(ctx, o.Name, err)
+	}
 	if err != nil {
 		return err
 	}

@@ -4,12 +4,17 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/optimization"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/optimization/search"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/stage"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/create"
 )
@@ -76,4 +81,84 @@ func TestOptimization(t *testing.T) {
 	if err := cl.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "bad"}, &trainer.OptimizationJob{}); err == nil {
 		t.Error("a refused optimize created the OptimizationJob bad")
 	}
+
+	t.Run("status", func(t *testing.T) { testOptimizationStatus(t, f, kube) })
+}
+
+// testOptimizationStatus: status of the OptimizationJob sweep that optimize made, whose trials are written as a
+// controller makes them (none runs): by its name alone or as optimizationjob/NAME, progress, best trial and the
+// trials best first; a trial without our controller's annotation (as upstream's may make it) shows the
+// parameters of its environment; a TrainJob with sweep's label that sweep does not control is no trial of it;
+// with status.result, the best is the trial it names.
+func testOptimizationStatus(t *testing.T, f *fixture, kube []string) {
+	oj := &trainer.OptimizationJob{}
+	if err := f.c.Get(t.Context(), client.ObjectKey{Namespace: f.ns, Name: "sweep"}, oj); err != nil {
+		t.Fatal(err)
+	}
+	for i, tr := range []struct {
+		lr, batch string
+		stage     stage.Stage
+		valLoss   string
+	}{
+		{"0.0031", "32", stage.Complete, "0.31"},
+		{"0.00052", "64", stage.Complete, "0.12"},
+		{"0.0091", "16", stage.Failed, ""},
+		{"0.00011", "32", stage.Training, "0.05"},
+		{"0.0002", "16", stage.Pending, ""},
+	} {
+		optimizationTrial(f, oj, i, search.Assignment{{Name: "lr", Value: tr.lr}, {Name: "batch", Value: tr.batch}}, tr.stage, tr.valLoss,
+			func(tj *trainer.TrainJob) {
+				if i == 4 { // as a controller without our annotation and labels makes it
+					tj.Labels, tj.Annotations = nil, nil
+				}
+			})
+	}
+	f.trainJob("impostor", 1, false, func(tj *trainer.TrainJob) { tj.Labels[optimization.JobNameLabel] = "sweep" })
+
+	n := Normalizer{Base: oj.CreationTimestamp.Time, Replace: map[string]string{f.ns: "<ns>"}}
+	statusCmds := []plugin.CommandAdder{statusCmd(oj.CreationTimestamp.Add(10*time.Minute), false)}
+	run := func(name string, args ...string) {
+		t.Run(name, func(t *testing.T) {
+			AssertGolden(t, "optimize/"+name, n.Normalize(Run(t, "", statusCmds, withArgs(kube, args...)...).String()))
+		})
+	}
+	run("status", "status", "sweep")
+	run("status-prefixed-json", "status", "optimizationjob/sweep", "-o", "json")
+	run("status-trial", "status", "sweep-1")
+	run("status-not-found", "status", "nope")
+	run("status-prefixed-not-found", "status", "optimizationjob/nope")
+	run("status-watch", "status", "optimizationjob/sweep", "-w")
+
+	oj.Status = &trainer.OptimizationJobStatus{
+		Conditions: []metav1.Condition{{Type: optimization.Complete, Status: metav1.ConditionTrue, Reason: optimization.MaxTrialsReachedReason,
+			Message: "20 of 20 trials ended", LastTransitionTime: metav1.NewTime(oj.CreationTimestamp.Add(9 * time.Minute))}},
+		Result: trainer.Result{TrainJobName: "sweep-0", Parameters: []trainer.ParameterAssignment{{Name: "lr", Value: "0.0031"}, {Name: "batch", Value: "32"}}},
+	}
+	f.updateStatus(oj) // the controller's word wins, even for a trial whose report is not the lowest
+	run("status-result", "status", "OptimizationJobs/sweep")
+}
+
+// optimizationTrial creates trial i of oj as optimization.NewTrial makes it, changed by mutate, and writes the
+// status of a TrainJob in stage st whose trainer last reported valLoss.
+func optimizationTrial(f *fixture, oj *trainer.OptimizationJob, i int, a search.Assignment, st stage.Stage, valLoss string, mutate func(*trainer.TrainJob)) {
+	f.t.Helper()
+	tj, err := optimization.NewTrial(oj, i, a)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	mutate(tj)
+	f.create(tj)
+	switch st {
+	case stage.Complete:
+		tj.Status.Conditions = []metav1.Condition{condition(trainer.TrainJobComplete, "AllJobsCompleted", "jobset completed successfully", metav1.ConditionTrue, at(tj, 3*time.Minute))}
+	case stage.Failed:
+		tj.Status.Conditions = []metav1.Condition{condition(trainer.TrainJobFailed, "FailedJobs", "jobset failed due to one or more job failures", metav1.ConditionTrue, at(tj, time.Minute))}
+	case stage.Training:
+		tj.Status.JobsStatus = []trainer.JobStatus{jobStatus("node", 1, 1, 0, 0)}
+	}
+	if valLoss != "" {
+		tj.Status.TrainerStatus = &trainer.TrainerStatus{LastUpdatedTime: at(tj, 2*time.Minute),
+			Metrics: []trainer.Metric{{Name: "loss", Value: "9"}, {Name: "val_loss", Value: valLoss}}}
+	}
+	f.updateStatus(tj)
 }
