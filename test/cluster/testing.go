@@ -188,7 +188,7 @@ func Eventually(t testing.TB, what string, timeout time.Duration, cond func(ctx 
 	var last error
 	err := wait.PollUntilContextTimeout(t.Context(), PollInterval, timeout, true, func(ctx context.Context) (bool, error) {
 		err := cond(ctx)
-		if ctx.Err() == nil || last == nil {
+		if last == nil || !EndOfWait(ctx, err) {
 			last = err
 		}
 		if errors.Is(err, ErrCannotHappen) {
@@ -199,6 +199,14 @@ func Eventually(t testing.TB, what string, timeout time.Duration, cond func(ctx 
 	if err != nil {
 		t.Fatalf("%s: not within %v: %v", what, timeout, errors.Join(last, err))
 	}
+}
+
+// EndOfWait tells whether err is only the end of the wait's own deadline, met by cond's last call: it says
+// nothing of what was waited for, and the error before it is the one to report. A client's rate limiter refuses
+// a request whose turn comes after the deadline before the deadline passes.
+func EndOfWait(ctx context.Context, err error) bool {
+	return ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) ||
+		err != nil && strings.Contains(err.Error(), "would exceed context deadline")
 }
 
 // Holds adapts a condition that says whether it holds, as client-go's wait takes it, to Eventually: false is

@@ -15,6 +15,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -61,14 +62,32 @@ func unchanged(t *testing.T, obj client.Object) {
 
 // deleteSeen deletes objs and waits until the operator's cache no longer
 // has them, so that what follows meets an operator that knows they are gone.
+// Gone is by UID: a controller may already have created another object of
+// the same name (an OptimizationJob its trial in the name a foreign TrainJob
+// held), which the cache may show without ever showing the name free. An
+// object given without its UID is read first.
 func deleteSeen(t *testing.T, objs ...client.Object) {
 	t.Helper()
 	for _, obj := range objs {
+		if obj.GetUID() == "" {
+			if err := env.Client.Get(t.Context(), key(obj), obj); err != nil {
+				t.Fatal(err)
+			}
+		}
 		if err := env.Client.Delete(t.Context(), obj); err != nil {
 			t.Fatal(err)
 		}
 		optest.Eventually(t, "the operator's cache sees the deletion", func(ctx context.Context) error {
-			return optest.Absent(ctx, op.Cache(), key(obj), obj.DeepCopyObject().(client.Object))
+			got := obj.DeepCopyObject().(client.Object)
+			switch err := op.Cache().Get(ctx, key(obj), got); {
+			case apierrors.IsNotFound(err):
+				return nil
+			case err != nil:
+				return err
+			case got.GetUID() != obj.GetUID():
+				return nil
+			}
+			return fmt.Errorf("%T %s (UID %s) is still in the cache", obj, key(obj), obj.GetUID())
 		})
 	}
 }

@@ -304,8 +304,11 @@ func Eventually(t testing.TB, what string, cond func(ctx context.Context) error)
 func Poll(ctx context.Context, timeout time.Duration, cond func(ctx context.Context) error) error {
 	var last error
 	err := wait.PollUntilContextTimeout(ctx, Interval, timeout, true, func(ctx context.Context) (bool, error) {
-		last = cond(ctx)
-		return last == nil, nil
+		err := cond(ctx)
+		if last == nil || !cluster.EndOfWait(ctx, err) {
+			last = err
+		}
+		return err == nil, nil
 	})
 	if err != nil && last != nil {
 		return fmt.Errorf("not true after %v: %w", timeout, last)
