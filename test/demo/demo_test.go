@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -75,6 +76,70 @@ func TestNoWait(t *testing.T) {
 	}
 	if err := sameLossesDown(out.String()); err != nil {
 		t.Error(err)
+	}
+	if err := searchShown(out.String()); err != nil {
+		t.Error(err)
+	}
+}
+
+// searchTrialLine is a trial of the demo's search as the demo prints it when the trial ends: its name, the
+// learning rate of its parameters and the last loss it reported.
+var searchTrialLine = regexp.MustCompile(`(?m)^    (` + searchName + `-\d+)  lr=(\S+)  loss=(\S+)  Complete$`)
+
+// searchBestLine is the demo's last line about its search: the trial status.result names and its learning rate.
+var searchBestLine = regexp.MustCompile(`(?m)^OptimizationJob ` + namespace + `/` + searchName + ` is Complete: the best trial is (\S+), lr=(\S+), loss (\S+)\.$`)
+
+// searchShown checks that the demo's output shows its search: every trial Complete with its learning rate and
+// loss, then the best trial, which is the one of the lowest loss, with its learning rate.
+func searchShown(out string) error {
+	type trial struct{ lr, loss string }
+	trials := map[string]trial{}
+	best := ""
+	for _, m := range searchTrialLine.FindAllStringSubmatch(out, -1) {
+		if _, ok := trials[m[1]]; ok {
+			return fmt.Errorf("the demo shows trial %s twice", m[1])
+		}
+		trials[m[1]] = trial{m[2], m[3]}
+		loss, err := strconv.ParseFloat(m[3], 64)
+		if err != nil {
+			return fmt.Errorf("trial %s: loss %q: %w", m[1], m[3], err)
+		}
+		if bestLoss, _ := strconv.ParseFloat(trials[best].loss, 64); best == "" || loss < bestLoss {
+			best = m[1]
+		}
+	}
+	if len(trials) != searchTrials {
+		return fmt.Errorf("the demo shows %d trials of %s Complete, want %d", len(trials), searchName, searchTrials)
+	}
+	m := searchBestLine.FindStringSubmatch(out)
+	if m == nil {
+		return fmt.Errorf("the demo does not say that OptimizationJob %s is Complete and which trial is the best", searchName)
+	}
+	if want := trials[best]; m[1] != best || m[2] != want.lr || m[3] != want.loss {
+		return fmt.Errorf("the demo's best trial is %s, lr=%s, loss %s; the trial of the lowest loss is %s, lr=%s, loss %s", m[1], m[2], m[3], best, want.lr, want.loss)
+	}
+	return nil
+}
+
+// TestSearchShown: the demo test's search check fails on what it must fail on.
+func TestSearchShown(t *testing.T) {
+	trials := "    lr-search-0  lr=0.002  loss=9.5  Complete\n" +
+		"    lr-search-1  lr=0.08  loss=1.25  Complete\n" +
+		"    lr-search-2  lr=0.01  loss=7.75  Complete\n" +
+		"    lr-search-3  lr=0.03  loss=4.5  Complete\n"
+	for _, tc := range []struct {
+		name, out string
+		ok        bool
+	}{
+		{"the best is the lowest loss", trials + "OptimizationJob default/lr-search is Complete: the best trial is lr-search-1, lr=0.08, loss 1.25.\n", true},
+		{"the best is not the lowest loss", trials + "OptimizationJob default/lr-search is Complete: the best trial is lr-search-3, lr=0.03, loss 4.5.\n", false},
+		{"the best's rate is another's", trials + "OptimizationJob default/lr-search is Complete: the best trial is lr-search-1, lr=0.03, loss 1.25.\n", false},
+		{"a trial missing", trials[strings.Index(trials, "    lr-search-1"):] + "OptimizationJob default/lr-search is Complete: the best trial is lr-search-1, lr=0.08, loss 1.25.\n", false},
+		{"no best", trials, false},
+	} {
+		if err := searchShown(tc.out); (err == nil) != tc.ok {
+			t.Errorf("%s: searchShown = %v, want ok=%v", tc.name, err, tc.ok)
+		}
 	}
 }
 

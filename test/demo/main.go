@@ -7,8 +7,9 @@
 // Complete within -timeout of the start.
 //
 // Where the machine can run the local cluster's real node (Linux, root, containerd and runc), the operator runs
-// as its Deployment's pods from its image instead, and a CPU TrainJob trains for real next to the simulated
-// one (realnode.go); the first line says which mode it runs in.
+// as its Deployment's pods from its image instead, a CPU TrainJob trains for real next to the simulated one
+// (realnode.go), and then a small hyperparameter search of its learning rate, an OptimizationJob (search.go),
+// runs its trials there; the first line says which mode it runs in.
 //
 // It is a development program: the shipped binary does not contain it.
 package main
@@ -228,6 +229,22 @@ func run(ctx context.Context, o options) (err error) {
 			return fmt.Errorf("kubectl trainjob logs: %w", err)
 		}
 		fmt.Fprintf(o.out, "\nTrainJob %s/%s is Complete: it trained for real on %s.\n", namespace, cpuTrainJobName, cluster.RealNodeName)
+
+		step.start("kubectl trainjob optimize -f " + searchFile + fmt.Sprintf("   (a random search of the CPU trainer's learning rate: %d one-rank trials on %s)", searchTrials, cluster.RealNodeName))
+		if err := cli("optimize", "-n", namespace, "-f", filepath.Join(o.root, searchFile)).Run(); err != nil {
+			return fmt.Errorf("kubectl trainjob optimize: %w", err)
+		}
+		step.done()
+		step.start("Following OptimizationJob " + searchName + ": each trial as it completes, with its learning rate and the last loss it reported")
+		best, err := followSearch(untilComplete, s.Client, o.out)
+		if err != nil {
+			if ctx.Err() == nil && untilComplete.Err() != nil {
+				return fmt.Errorf("OptimizationJob %s/%s was not Complete within %v of the start (-timeout); logs in %s", namespace, searchName, o.timeout, logDir)
+			}
+			return fmt.Errorf("%w; logs in %s", err, logDir)
+		}
+		step.done()
+		fmt.Fprintf(o.out, "\n%s\n", best)
 	}
 	if o.then != nil {
 		if err := o.then(ctx, env); err != nil {

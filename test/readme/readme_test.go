@@ -113,8 +113,9 @@ var commands = map[string]runBy{
 	"kubectl trainjob create llama --runtime torch-distributed --nodes 2 --gpus-per-node 8 --queue gpu-tas --topology rack -- torchrun train.py": {
 		tests: []string{"test/e2e/kueue.TestTopology/one rack's worth asked for one rack waits"}},
 
-	// docs/real-node.md: the demo's CPU TrainJob on the real node.
-	"kubectl trainjob create -f test/demo/sgd.yaml": {tests: []string{"test/demo.TestNoWait"}},
+	// docs/real-node.md: the demo's CPU TrainJob and its search on the real node.
+	"kubectl trainjob create -f test/demo/sgd.yaml":      {tests: []string{"test/demo.TestNoWait"}},
+	"kubectl trainjob optimize -f test/demo/search.yaml": {tests: []string{"test/demo.TestNoWait"}},
 
 	// CONTRIBUTING.md.
 	"make test":                     {tests: []string{"test/readme.TestCIRunsMakeTest"}},
