@@ -205,7 +205,11 @@ func (s *Server) readTrainJobs(ctx context.Context) (*TrainJobs, error) {
 	if err := s.Client.List(ctx, &l, client.InNamespace(s.Namespace)); err != nil {
 		return nil, err
 	}
-	return &TrainJobs{Namespace: s.Namespace, Items: s.Rows.Of(ctx, l.Items, s.Clock.Now())}, nil
+	rows, err := s.Rows.Of(ctx, l.Items, s.Clock.Now())
+	if err != nil {
+		return nil, err
+	}
+	return &TrainJobs{Namespace: s.Namespace, Items: rows}, nil
 }
 
 func (s *Server) trainJobs(w http.ResponseWriter, r *http.Request) {

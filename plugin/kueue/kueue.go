@@ -230,6 +230,15 @@ type PendingWorkload struct {
 	PositionInLocalQueue   int32  `json:"positionInLocalQueue"`
 }
 
+// PositionPending is where a pending Workload is when Kueue's visibility API does not tell.
+const PositionPending = "pending"
+
+// Position says where p is in its queues: ClusterQueue clusterQueue and LocalQueue localQueue.
+func (p *PendingWorkload) Position(clusterQueue, localQueue string) string {
+	return fmt.Sprintf("%d ahead in ClusterQueue %s, %d in LocalQueue %s", p.PositionInClusterQueue, clusterQueue,
+		p.PositionInLocalQueue, localQueue)
+}
+
 type pendingWorkloadsSummary struct {
 	Items []PendingWorkload `json:"items"`
 }

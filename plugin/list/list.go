@@ -266,17 +266,23 @@ func (o *ListOptions) needsWorkloads(items []trainer.TrainJob) bool {
 }
 
 // readQueues reads the Workloads of the namespace (or of every namespace) in one request, when what is
-// printed of items depends on them and Kueue's API is served. Kueue not installed, or Workloads the user may
-// not read, leave the TrainJobs' stages as the TrainJobs alone say.
+// printed of items depends on them and Kueue's API is served.
 func (o *ListOptions) readQueues(ctx context.Context, items []trainer.TrainJob) (*queues, error) {
 	if !o.needsWorkloads(items) {
 		return nil, nil
 	}
-	q := o.newQueues(ctx)
+	return readQueues(ctx, o.Kueue, o.Namespace, items)
+}
+
+// readQueues reads with kc the Workloads of namespace ("": of every namespace) in one request, when Kueue's
+// API is served, for items. Kueue not installed, or Workloads the user may not read, leave the TrainJobs'
+// stages as the TrainJobs alone say (nil).
+func readQueues(ctx context.Context, kc *kueue.Client, namespace string, items []trainer.TrainJob) (*queues, error) {
+	q := newQueues(ctx, kc)
 	if q == nil {
 		return nil, nil
 	}
-	wls, err := o.Kueue.Workloads(ctx, o.Namespace)
+	wls, err := kc.Workloads(ctx, namespace)
 	if apierrors.IsForbidden(err) || apierrors.IsNotFound(err) {
 		return nil, nil
 	}
@@ -291,15 +297,15 @@ func (o *ListOptions) readQueues(ctx context.Context, items []trainer.TrainJob) 
 	return q, nil
 }
 
-// newQueues is an empty queues when Kueue's API is served, else nil.
-func (o *ListOptions) newQueues(ctx context.Context) *queues {
-	if o.Kueue == nil {
+// newQueues is an empty queues when Kueue's API is served by kc, else nil.
+func newQueues(ctx context.Context, kc *kueue.Client) *queues {
+	if kc == nil {
 		return nil
 	}
-	if served, err := o.Kueue.Served(ctx); !served || err != nil {
+	if served, err := kc.Served(ctx); !served || err != nil {
 		return nil
 	}
-	return &queues{kueue: o.Kueue, workloads: map[types.UID]*kueue.Workload{}}
+	return &queues{kueue: kc, workloads: map[types.UID]*kueue.Workload{}}
 }
 
 // queues is what Kueue says of the listed TrainJobs: their Workloads. A nil *queues knows nothing: stages are
@@ -307,6 +313,8 @@ func (o *ListOptions) newQueues(ctx context.Context) *queues {
 type queues struct {
 	kueue     *kueue.Client
 	workloads map[types.UID]*kueue.Workload
+	// positions are where Queued TrainJobs are in their queues (readPositions), by UID.
+	positions map[types.UID]string
 }
 
 // stageOf is tj's stage, Queued when its Workload says so.
@@ -557,7 +565,7 @@ func (o *ListOptions) watch(ctx context.Context, w *tabwriter.Writer, table clip
 			return o.describeListError(stopped)
 		case tj := <-changed:
 			if q == nil && o.needsWorkloads([]trainer.TrainJob{*tj}) {
-				q = o.newQueues(ctx)
+				q = newQueues(ctx, o.Kueue)
 			}
 			q.refresh(ctx, tj)
 			if !o.keep(q, tj) {

@@ -1,7 +1,6 @@
 package status
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 
@@ -69,8 +68,7 @@ func summarizeQueue(in Objects, st stage.Stage) *Queue {
 		q.Position = PositionPending
 		if p := qo.Pending; p != nil {
 			q.PositionInClusterQueue, q.PositionInLocalQueue = &p.PositionInClusterQueue, &p.PositionInLocalQueue
-			q.Position = fmt.Sprintf("%d ahead in ClusterQueue %s, %d in LocalQueue %s", p.PositionInClusterQueue, q.ClusterQueue,
-				p.PositionInLocalQueue, q.LocalQueue)
+			q.Position = p.Position(q.ClusterQueue, q.LocalQueue)
 		}
 	}
 	q.Evictions = evictions(wl, qo.Workloads, in.Events)

@@ -158,7 +158,7 @@ type Eviction struct {
 }
 
 // PositionPending is Queue.Position when Kueue does not tell the position.
-const PositionPending = "pending"
+const PositionPending = kueue.PositionPending
 
 // TimelineEntry is one transition of the TrainJob.
 type TimelineEntry struct {

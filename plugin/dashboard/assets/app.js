@@ -57,6 +57,13 @@ function clock(t) {
   return t ? new Date(t).toLocaleString() : '-';
 }
 
+// shortClock is t's time of day, with its date only when that is not today's.
+function shortClock(t) {
+  if (!t) return '-';
+  const d = new Date(t);
+  return d.toDateString() === new Date().toDateString() ? d.toLocaleTimeString() : d.toLocaleString();
+}
+
 function setLive(text, ok) {
   const live = document.getElementById('live');
   live.textContent = text;
@@ -105,6 +112,7 @@ const COLUMNS = [
   { key: 'progress', title: 'Progress', num: true },
   { key: 'eta', title: 'ETA' },
   { key: 'queue', title: 'Queue' },
+  { key: 'position', title: 'Position' },
   { key: 'created', title: 'Age' },
 ];
 
@@ -174,6 +182,7 @@ function renderRows() {
         case 'stage': return el('td', { title: r.reason }, stageBadge(r.stage));
         case 'progress': return el('td', {}, r.percentage == null ? '-' : progressBar(r.percentage));
         case 'created': return el('td', { title: clock(r.created) }, age(r.created));
+        case 'position': return el('td', { class: 'position' }, r.position || '-');
         default: return el('td', { class: c.num ? 'num' : '' }, r[c.key]);
       }
     }));
@@ -288,7 +297,8 @@ function pipeline(stages) {
     return el('div', { class: 'pipeline-row', 'data-stage': st.name },
       el('span', { class: 'pipeline-name' }, stageBadge(st.name)),
       el('span', { class: 'pipeline-track' }, bar),
-      el('span', { class: 'pipeline-time muted' }, st.start ? clock(st.start) + (st.end ? ' → ' + clock(st.end) : ' → now') : 'not begun',
+      el('span', { class: 'pipeline-time muted', title: st.start ? clock(st.start) + ' → ' + (st.end ? clock(st.end) : 'now') : null },
+        st.start ? shortClock(st.start) + (st.end ? ' → ' + shortClock(st.end) : ' → now') : 'not begun',
         st.duration ? ' (' + st.duration + ')' : ''));
   });
   const box = el('div', { class: 'pipeline' }, rows);

@@ -26,6 +26,11 @@ type API struct {
 	Versions []string
 	// Workloads are the Workloads there are.
 	Workloads []kueue.Workload
+	// LocalQueues are the LocalQueues there are.
+	LocalQueues []kueue.LocalQueue
+	// Pending are the pending Workloads Kueue's visibility API tells of each LocalQueue, by "namespace/name";
+	// nil: the visibility API is not served.
+	Pending map[string][]kueue.PendingWorkload
 	// MultiKueueClusters are the MultiKueueClusters there are, by name, as the API serves them (JSON objects).
 	MultiKueueClusters map[string]any
 	// Secrets are the Secrets of Kueue's namespace (kueue.Namespace).
@@ -89,6 +94,14 @@ func (a *API) serve(r *http.Request) (*http.Response, error) {
 		return respond(http.StatusOK, group)
 	}
 	for _, v := range a.Versions {
+		prefix := path.Join("/apis", "visibility."+kueue.Group, v)
+		rest, ok := strings.CutPrefix(r.URL.Path, prefix+"/")
+		parts := strings.Split(rest, "/")
+		if ok && a.Pending != nil && r.Method == http.MethodGet && len(parts) == 5 && parts[0] == "namespaces" && parts[2] == "localqueues" && parts[4] == "pendingworkloads" {
+			return respond(http.StatusOK, map[string]any{"items": a.Pending[parts[1]+"/"+parts[3]]})
+		}
+	}
+	for _, v := range a.Versions {
 		prefix := path.Join("/apis", kueue.Group, v)
 		rest, ok := strings.CutPrefix(r.URL.Path, prefix+"/")
 		if !ok {
@@ -99,6 +112,12 @@ func (a *API) serve(r *http.Request) (*http.Response, error) {
 		case r.Method == http.MethodGet && len(parts) == 2 && parts[0] == "multikueueclusters":
 			if mc, ok := a.MultiKueueClusters[parts[1]]; ok {
 				return respond(http.StatusOK, mc)
+			}
+		case r.Method == http.MethodGet && len(parts) == 4 && parts[0] == "namespaces" && parts[2] == "localqueues":
+			for _, lq := range a.LocalQueues {
+				if lq.Namespace == parts[1] && lq.Name == parts[3] {
+					return respond(http.StatusOK, lq)
+				}
 			}
 		case r.Method == http.MethodGet && len(parts) == 1 && parts[0] == "workloads":
 			return respond(http.StatusOK, kueue.WorkloadList{Items: a.Workloads})

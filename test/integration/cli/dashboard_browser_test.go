@@ -84,6 +84,14 @@ func testDashboardInBrowser(t *testing.T, c *cluster.Cluster) {
 			t.Errorf("the first failure card lacks %q:\n%s", want, failure)
 		}
 	}
+	// Each stage's dates and duration hold on one line beside its bar on a laptop's screen, whole.
+	wrapped := inBrowser(t, ctx, browser, "the pipeline's dates", chromedp.Evaluate[[]string](`[...document.querySelectorAll(".pipeline-time")]
+		.filter((e) => { const r = document.createRange(); r.selectNodeContents(e);
+			return new Set([...r.getClientRects()].map((c) => Math.round(c.top))).size > 1 || e.scrollWidth > e.clientWidth; })
+		.map((e) => e.textContent)`))
+	if len(wrapped) > 0 {
+		t.Errorf("at 1440×900 the pipeline's dates wrap over several lines or are cut: %q", wrapped)
+	}
 	if n := inBrowser(t, ctx, browser, "the actions", chromedp.Evaluate[int](`document.querySelectorAll("button.action").length`)); n != 0 {
 		t.Errorf("a read-only dashboard shows %d action buttons", n)
 	}

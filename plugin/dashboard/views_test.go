@@ -1,0 +1,137 @@
+package dashboard
+
+import (
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/dryrun"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/scheme"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/kueue"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/kueue/kueuetest"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/list"
+)
+
+var now = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+
+// torch is the ClusterTrainingRuntime torch: 2 nodes of 4 GPUs.
+func torch() *trainer.ClusterTrainingRuntime {
+	spec := trainer.TrainingRuntimeSpec{MLPolicy: &trainer.MLPolicy{NumNodes: ptr.To[int32](2)}}
+	rj := jobsetv1alpha2.ReplicatedJob{Name: trainer.Node}
+	rj.Template.Labels = map[string]string{trainer.AncestorLabel: trainer.AncestorTrainer}
+	rj.Template.Spec.Template.Spec.Containers = []corev1.Container{{Name: trainer.Node, Resources: corev1.ResourceRequirements{
+		Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("4")}}}}
+	spec.Template.Spec.ReplicatedJobs = []jobsetv1alpha2.ReplicatedJob{rj}
+	return &trainer.ClusterTrainingRuntime{ObjectMeta: metav1.ObjectMeta{Name: "torch"}, Spec: spec}
+}
+
+// trainJobIn is TrainJob name of namespace team-a on torch, edited by edit.
+func trainJobIn(name string, edit func(*trainer.TrainJob)) *trainer.TrainJob {
+	tj := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name, UID: types.UID("uid-" + name),
+		CreationTimestamp: metav1.NewTime(now.Add(-time.Hour)), Labels: map[string]string{}}}
+	tj.Spec.RuntimeRef = trainer.RuntimeRef{Name: "torch", Kind: ptr.To(trainer.ClusterTrainingRuntimeKind)}
+	if edit != nil {
+		edit(tj)
+	}
+	return tj
+}
+
+// queuedIn is TrainJob name in LocalQueue gpu, held suspended by Kueue.
+func queuedIn(name string) *trainer.TrainJob {
+	return trainJobIn(name, func(tj *trainer.TrainJob) {
+		tj.Labels[kueue.QueueLabel] = "gpu"
+		tj.Spec.Suspend = ptr.To(true)
+	})
+}
+
+// pendingWorkload is the Workload of tj that Kueue has not admitted: no quota.
+func pendingWorkload(tj *trainer.TrainJob) kueue.Workload {
+	wl := kueue.Workload{ObjectMeta: metav1.ObjectMeta{Namespace: tj.Namespace, Name: "trainjob-" + tj.Name, UID: "wl-" + tj.UID,
+		OwnerReferences: []metav1.OwnerReference{{Kind: trainer.TrainJobKind, Name: tj.Name, UID: tj.UID, Controller: ptr.To(true)}}}}
+	wl.Status.Conditions = []metav1.Condition{{Type: kueue.ConditionQuotaReserved, Status: metav1.ConditionFalse, Reason: "Pending",
+		Message: "couldn't assign flavors to pod set node: insufficient unused quota for nvidia.com/gpu in flavor gpu, 8 more needed"}}
+	return wl
+}
+
+// gpuQueue is LocalQueue gpu of ClusterQueue gpu-cq.
+func gpuQueue() kueue.LocalQueue {
+	lq := kueue.LocalQueue{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "gpu"}}
+	lq.Spec.ClusterQueue = "gpu-cq"
+	return lq
+}
+
+// clusterServer is a read-only dashboard of namespace team-a reading objs and Kueue's api.
+func clusterServer(t *testing.T, api *kueuetest.API, objs ...client.Object) *Server {
+	t.Helper()
+	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(append(objs, torch())...).Build()
+	fw, err := (&cmdutil.Pipeline{}).Framework(t.Context(), &dryrun.Inputs{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc := api.Client()
+	return &Server{Token: testToken, Namespace: "team-a", Client: c, Kueue: kc, Rows: list.NewRows(c, fw).InQueues(kc, "team-a"),
+		Clock: clocktesting.NewFakePassiveClock(now)}
+}
+
+func getJSON[T any](t *testing.T, s *Server, target string) T {
+	t.Helper()
+	resp := serve(t, s, request{method: "GET", target: target, cookie: true})
+	b := body(t, resp)
+	var v T
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", target, resp.StatusCode, b)
+	}
+	if err := json.Unmarshal([]byte(b), &v); err != nil {
+		t.Fatalf("GET %s: %v: %s", target, err, b)
+	}
+	return v
+}
+
+func rowOf(t *testing.T, l TrainJobs, name string) list.Row {
+	t.Helper()
+	for _, r := range l.Items {
+		if r.Name == name {
+			return r
+		}
+	}
+	t.Fatalf("no row %s in %+v", name, l.Items)
+	return list.Row{}
+}
+
+// TestListQueue: a TrainJob that Kueue holds in its queue is Queued in the list, with why (its Workload) and its
+// position in the queues as status says it (Kueue's visibility API); one whose position Kueue does not tell
+// is "pending"; one in no LocalQueue has neither.
+func TestListQueue(t *testing.T) {
+	first, second, plain := queuedIn("first"), queuedIn("second"), trainJobIn("plain", nil)
+	api := &kueuetest.API{Versions: []string{"v1beta2"}, Workloads: []kueue.Workload{pendingWorkload(first), pendingWorkload(second)},
+		LocalQueues: []kueue.LocalQueue{gpuQueue()},
+		Pending: map[string][]kueue.PendingWorkload{"team-a/gpu": {
+			{ObjectMeta: metav1.ObjectMeta{Name: "trainjob-first"}, PositionInClusterQueue: 2, PositionInLocalQueue: 1},
+		}}}
+	l := getJSON[TrainJobs](t, clusterServer(t, api, first, second, plain), "/api/trainjobs")
+	for _, want := range []struct {
+		name, stage, reason, position string
+	}{
+		{"first", "Queued", "insufficient unused quota for nvidia.com/gpu in flavor gpu, 8 more needed", "2 ahead in ClusterQueue gpu-cq, 1 in LocalQueue gpu"},
+		{"second", "Queued", "insufficient unused quota for nvidia.com/gpu in flavor gpu, 8 more needed", "pending"},
+		{"plain", "Pending", "-", ""},
+	} {
+		r := rowOf(t, l, want.name)
+		if string(r.Stage) != want.stage || r.Reason != want.reason || r.Position != want.position {
+			t.Errorf("%s: stage %s, reason %q, position %q; want %s, %q, %q", want.name, r.Stage, r.Reason, r.Position, want.stage, want.reason, want.position)
+		}
+	}
+}
