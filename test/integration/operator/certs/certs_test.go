@@ -17,10 +17,12 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -28,6 +30,7 @@ import (
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/config"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/controller"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline/plugins/trainjobstatus"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/integration/operator/internal/optest"
@@ -146,7 +149,17 @@ func trainersTrust(tj *trainer.TrainJob, ca *x509.Certificate) func(context.Cont
 // TrainJob on it in a namespace of its own, and waits for its JobSet.
 func newTrainJob(t *testing.T) *trainer.TrainJob {
 	t.Helper()
-	ns := cluster.NewNamespace(t, env.Client, "test-", nil)
+	tj := createTrainJob(t, cluster.NewNamespace(t, env.Client, "test-", nil))
+	optest.Eventually(t, "the TrainJob is built", func(ctx context.Context) error {
+		return optest.Get(ctx, env.Client, client.ObjectKeyFromObject(tj), &jobsetv1alpha2.JobSet{})
+	})
+	return tj
+}
+
+// createTrainJob creates a runtime with a trainer step and a suspended
+// TrainJob alpha on it in ns.
+func createTrainJob(t *testing.T, ns string) *trainer.TrainJob {
+	t.Helper()
 	rt := &trainer.TrainingRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "torch"}}
 	rt.Spec.MLPolicy = &trainer.MLPolicy{NumNodes: ptr.To[int32](1), MLPolicySource: trainer.MLPolicySource{Torch: &trainer.TorchMLPolicySource{}}}
 	rj := jobsetv1alpha2.ReplicatedJob{Name: trainer.Node, Replicas: 1}
@@ -163,10 +176,46 @@ func newTrainJob(t *testing.T) *trainer.TrainJob {
 	if err := env.Client.Create(t.Context(), tj); err != nil {
 		t.Fatal(err)
 	}
-	optest.Eventually(t, "the TrainJob is built", func(ctx context.Context) error {
-		return optest.Get(ctx, env.Client, client.ObjectKeyFromObject(tj), &jobsetv1alpha2.JobSet{})
-	})
 	return tj
+}
+
+// TestNotControlledTLSConfig (issue 36, item 5): a user's ConfigMap that
+// holds the name of a TrainJob's -tls-config ConfigMap, with no controller,
+// is neither taken over nor written: the TrainJob reports it
+// (ComponentsCreated=False, ComponentNotControlled) and gets no JobSet,
+// whose trainers would trust the user's CA.
+func TestNotControlledTLSConfig(t *testing.T) {
+	ns := cluster.NewNamespace(t, env.Client, "test-", nil)
+	users := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "alpha" + trainjobstatus.TLSConfigMapSuffix},
+		Data:       map[string]string{trainjobstatus.CACertKey: "a CA of someone else"},
+	}
+	if err := env.Client.Create(t.Context(), users); err != nil {
+		t.Fatal(err)
+	}
+	tj := createTrainJob(t, ns)
+	want := fmt.Sprintf(`ConfigMap %s/alpha%s exists and is not controlled by TrainJob "alpha": it has no controller`, ns, trainjobstatus.TLSConfigMapSuffix)
+	optest.Eventually(t, "ComponentsCreated=False "+controller.ComponentNotControlledReason, func(ctx context.Context) error {
+		got := &trainer.TrainJob{}
+		if err := optest.Get(ctx, env.Client, client.ObjectKeyFromObject(tj), got); err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(got.Status.Conditions, trainer.TrainJobComponentsCreated)
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != controller.ComponentNotControlledReason || !strings.HasPrefix(c.Message, want) {
+			return fmt.Errorf("ComponentsCreated %+v, want False %s starting %q", c, controller.ComponentNotControlledReason, want)
+		}
+		return nil
+	})
+	if err := optest.Absent(t.Context(), env.Client, client.ObjectKeyFromObject(tj), &jobsetv1alpha2.JobSet{}); err != nil {
+		t.Errorf("the JobSet was built trusting someone else's CA: %v", err)
+	}
+	got := &corev1.ConfigMap{}
+	if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(users), got); err != nil {
+		t.Fatal(err)
+	}
+	if got.ResourceVersion != users.ResourceVersion {
+		t.Errorf("the user's ConfigMap was written: resourceVersion %s → %s, owners %v, data %v", users.ResourceVersion, got.ResourceVersion, got.OwnerReferences, got.Data)
+	}
 }
 
 // TestStartWithoutSecret: both replicas, started while the Secret was
