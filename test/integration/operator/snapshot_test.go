@@ -65,6 +65,9 @@ func TestRuntimeSnapshot(t *testing.T) {
 				t.Errorf("snapshot holds %s %s %q, want %s %s %q", held.APIVersion, held.Kind, held.Name, trainer.GroupVersion, kind, rt.GetName())
 			}
 
+			// Resumed follows Suspended=True: a TrainJob resumed before the
+			// operator reported it suspended never was Suspended.
+			trainJobMatches(t, tj, "Suspended", hasConditions(componentsCreated, suspended))
 			// The runtime changes: the suspended TrainJob does not see it on resume.
 			setRuntimeImage(t, rt, "runtime-node:v2")
 			resume(t, tj)
@@ -204,6 +207,8 @@ func TestResumeWithoutRuntime(t *testing.T) {
 	tj := newTrainJob(ns, "alpha", trainer.TrainingRuntimeKind, "torch")
 	tj.Spec.Suspend = ptr.To(true)
 	create(t, tj)
+	// Suspended=True, which Resumed follows, is written after the snapshot.
+	trainJobMatches(t, tj, "Suspended", hasConditions(componentsCreated, suspended))
 	optest.Eventually(t, "the snapshot is taken", func(ctx context.Context) error {
 		return optest.Get(ctx, env.Client, nsName(ns, snapshot.Name(tj)), &corev1.ConfigMap{})
 	})
