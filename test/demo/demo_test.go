@@ -86,11 +86,12 @@ func TestNoWait(t *testing.T) {
 // learning rate of its parameters and the last loss it reported.
 var searchTrialLine = regexp.MustCompile(`(?m)^    (` + searchName + `-\d+)  lr=(\S+)  loss=(\S+)  Complete$`)
 
-// searchBestLine is the demo's last line about its search: the trial status.result names and its learning rate.
-var searchBestLine = regexp.MustCompile(`(?m)^OptimizationJob ` + namespace + `/` + searchName + ` is Complete: the best trial is (\S+), lr=(\S+), loss (\S+)\.$`)
+// searchStatusBest is the best trial as `kubectl trainjob status` of the search names it (status.result), with
+// its loss and learning rate.
+var searchStatusBest = regexp.MustCompile(`(?m)^Best: +(\S+): loss (\S+), lr=(\S+)$`)
 
 // searchShown checks that the demo's output shows its search: every trial Complete with its learning rate and
-// loss, then the best trial, which is the one of the lowest loss, with its learning rate.
+// loss, then `status` of the search, whose best trial is the one of the lowest loss, with its learning rate.
 func searchShown(out string) error {
 	type trial struct{ lr, loss string }
 	trials := map[string]trial{}
@@ -111,12 +112,12 @@ func searchShown(out string) error {
 	if len(trials) != searchTrials {
 		return fmt.Errorf("the demo shows %d trials of %s Complete, want %d", len(trials), searchName, searchTrials)
 	}
-	m := searchBestLine.FindStringSubmatch(out)
+	m := searchStatusBest.FindStringSubmatch(out)
 	if m == nil {
-		return fmt.Errorf("the demo does not say that OptimizationJob %s is Complete and which trial is the best", searchName)
+		return fmt.Errorf("the demo does not show kubectl trainjob status %s's best trial", searchName)
 	}
-	if want := trials[best]; m[1] != best || m[2] != want.lr || m[3] != want.loss {
-		return fmt.Errorf("the demo's best trial is %s, lr=%s, loss %s; the trial of the lowest loss is %s, lr=%s, loss %s", m[1], m[2], m[3], best, want.lr, want.loss)
+	if want := trials[best]; m[1] != best || m[2] != want.loss || m[3] != want.lr {
+		return fmt.Errorf("status %s's best trial is %s, loss %s, lr=%s; the trial of the lowest loss is %s, loss %s, lr=%s", searchName, m[1], m[2], m[3], best, want.loss, want.lr)
 	}
 	return nil
 }
@@ -131,10 +132,10 @@ func TestSearchShown(t *testing.T) {
 		name, out string
 		ok        bool
 	}{
-		{"the best is the lowest loss", trials + "OptimizationJob default/lr-search is Complete: the best trial is lr-search-1, lr=0.08, loss 1.25.\n", true},
-		{"the best is not the lowest loss", trials + "OptimizationJob default/lr-search is Complete: the best trial is lr-search-3, lr=0.03, loss 4.5.\n", false},
-		{"the best's rate is another's", trials + "OptimizationJob default/lr-search is Complete: the best trial is lr-search-1, lr=0.03, loss 1.25.\n", false},
-		{"a trial missing", trials[strings.Index(trials, "    lr-search-1"):] + "OptimizationJob default/lr-search is Complete: the best trial is lr-search-1, lr=0.08, loss 1.25.\n", false},
+		{"the best is the lowest loss", trials + "Best:       lr-search-1: loss 1.25, lr=0.08\n", true},
+		{"the best is not the lowest loss", trials + "Best:       lr-search-3: loss 4.5, lr=0.03\n", false},
+		{"the best's rate is another's", trials + "Best:       lr-search-1: loss 1.25, lr=0.03\n", false},
+		{"a trial missing", trials[strings.Index(trials, "    lr-search-1"):] + "Best:       lr-search-1: loss 1.25, lr=0.08\n", false},
 		{"no best", trials, false},
 	} {
 		if err := searchShown(tc.out); (err == nil) != tc.ok {

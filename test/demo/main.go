@@ -236,15 +236,17 @@ func run(ctx context.Context, o options) (err error) {
 		}
 		step.done()
 		step.start("Following OptimizationJob " + searchName + ": each trial as it completes, with its learning rate and the last loss it reported")
-		best, err := followSearch(untilComplete, s.Client, o.out)
-		if err != nil {
+		if err := followSearch(untilComplete, s.Client, o.out); err != nil {
 			if ctx.Err() == nil && untilComplete.Err() != nil {
 				return fmt.Errorf("OptimizationJob %s/%s was not Complete within %v of the start (-timeout); logs in %s", namespace, searchName, o.timeout, logDir)
 			}
 			return fmt.Errorf("%w; logs in %s", err, logDir)
 		}
 		step.done()
-		fmt.Fprintf(o.out, "\n%s\n", best)
+		step.start("kubectl trainjob status " + searchName + ": the search, its best trial and its trials best first")
+		if err := cli("status", "-n", namespace, searchName).Run(); err != nil {
+			return fmt.Errorf("kubectl trainjob status: %w", err)
+		}
 	}
 	if o.then != nil {
 		if err := o.then(ctx, env); err != nil {

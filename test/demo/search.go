@@ -26,14 +26,12 @@ const (
 	searchMetric = "loss"
 )
 
-// followSearch follows the OptimizationJob searchName until it ends: it prints each trial as it completes, with
-// the learning rate of its parameters and the last loss it reported, and returns a line that names the best
-// trial, its parameters as status.result names them and its loss. It fails when the search or a trial fails.
-func followSearch(ctx context.Context, c client.Client, out io.Writer) (string, error) {
+// followSearch follows the OptimizationJob searchName until it is Complete: it prints each trial as it
+// completes, with the learning rate of its parameters and the last loss it reported. It fails when the search or
+// a trial fails.
+func followSearch(ctx context.Context, c client.Client, out io.Writer) error {
 	shown := map[string]bool{}
-	key := client.ObjectKey{Namespace: namespace, Name: searchName}
-	var oj trainer.OptimizationJob
-	err := wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+	return wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		var trials trainer.TrainJobList
 		if err := c.List(ctx, &trials, client.InNamespace(namespace), client.MatchingLabels{optimization.JobNameLabel: searchName}); err != nil {
 			return false, nil // tried again at the next poll
@@ -56,7 +54,8 @@ func followSearch(ctx context.Context, c client.Client, out io.Writer) (string, 
 			fmt.Fprintf(out, "    %s  %s  %s=%s  Complete\n", tj.Name, assignment(a), searchMetric, metric(tj, searchMetric))
 			shown[tj.Name] = true
 		}
-		if err := c.Get(ctx, key, &oj); err != nil || oj.Status == nil {
+		var oj trainer.OptimizationJob
+		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: searchName}, &oj); err != nil || oj.Status == nil {
 			return false, nil
 		}
 		if cond := meta.FindStatusCondition(oj.Status.Conditions, optimization.Failed); cond != nil && cond.Status == metav1.ConditionTrue {
@@ -64,17 +63,6 @@ func followSearch(ctx context.Context, c client.Client, out io.Writer) (string, 
 		}
 		return meta.IsStatusConditionTrue(oj.Status.Conditions, optimization.Complete) && len(shown) == searchTrials, nil
 	})
-	if err != nil {
-		return "", err
-	}
-	// The best trial and its parameters as status.result names them; its loss as it reported it.
-	result := oj.Status.Result
-	var best trainer.TrainJob
-	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: result.TrainJobName}, &best); err != nil {
-		return "", err
-	}
-	return fmt.Sprintf("OptimizationJob %s/%s is Complete: the best trial is %s, %s, %s %s.",
-		namespace, searchName, result.TrainJobName, assignment(result.Parameters), searchMetric, metric(&best, searchMetric)), nil
 }
 
 // assignment is a trial's parameters as NAME=VALUE, separated by spaces.

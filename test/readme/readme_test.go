@@ -116,6 +116,7 @@ var commands = map[string]runBy{
 	// docs/real-node.md: the demo's CPU TrainJob and its search on the real node.
 	"kubectl trainjob create -f test/demo/sgd.yaml":      {tests: []string{"test/demo.TestNoWait"}},
 	"kubectl trainjob optimize -f test/demo/search.yaml": {tests: []string{"test/demo.TestNoWait"}},
+	"kubectl trainjob status lr-search":                  {tests: []string{"test/demo.TestNoWait"}},
 
 	// CONTRIBUTING.md.
 	"make test":                     {tests: []string{"test/readme.TestCIRunsMakeTest"}},
