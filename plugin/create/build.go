@@ -43,6 +43,7 @@ type spec struct {
 	queue            string
 	gpuType          string
 	topology         string
+	gpuClaim         string
 	command          []string
 
 	// The values of the flags whose zero value a user may mean (--nodes 0 is refused, --suspend=false
@@ -50,6 +51,9 @@ type spec struct {
 	nodesFlag   int32
 	gpusFlag    int64
 	suspendFlag bool
+
+	// claimedGPUs are the GPUs per node --gpu-claim claims, settled by applyTo.
+	claimedGPUs int64
 }
 
 // addFlags adds the flags that say what the TrainJob is: create's own, and the names rerun --set takes.
@@ -68,6 +72,8 @@ func (s *spec) addFlags(fl *pflag.FlagSet) {
 	fl.StringVar(&s.queue, "queue", "", "Kueue LocalQueue (sets the label "+kueue.QueueLabel+")")
 	fl.StringVar(&s.gpuType, "gpu-type", "", "GPU model of the trainer's nodes: their label "+completion.GPUProductLabel+", e.g. NVIDIA-A100-SXM4-80GB")
 	fl.StringVar(&s.topology, "topology", "", "With --queue: Kueue places the trainer's pods within one domain of a level of its Topology, LEVEL[:required|:preferred], e.g. rack (required) or rack:preferred")
+	fl.StringVar(&s.gpuClaim, "gpu-claim", "", "Claim the --gpus-per-node GPUs through DRA, devices of the DeviceClass given (--gpu-claim alone: "+defaultGPUDeviceClass+"), from a ResourceClaimTemplate the TrainJob owns")
+	fl.Lookup("gpu-claim").NoOptDefVal = defaultGPUDeviceClass
 }
 
 // specFlagNames are the names of the flags addFlags adds, in its order.
@@ -195,6 +201,11 @@ func (s *spec) applyTo(tj *trainer.TrainJob) error {
 	if errs := validation.IsValidLabelValue(s.gpuType); len(errs) > 0 {
 		return fmt.Errorf("invalid --gpu-type %q: %s; give a value of the nodes' label %s, e.g. NVIDIA-A100-SXM4-80GB", s.gpuType, strings.Join(errs, "; "), completion.GPUProductLabel)
 	}
+	if s.gpuClaim != "" {
+		if errs := validation.IsDNS1123Subdomain(s.gpuClaim); len(errs) > 0 {
+			return fmt.Errorf("invalid --gpu-claim %q: %s; give the name of a DeviceClass, e.g. --gpu-claim=%s", s.gpuClaim, strings.Join(errs, "; "), defaultGPUDeviceClass)
+		}
+	}
 	tj.Labels = merged(tj.Labels, labels)
 	if s.topology != "" {
 		if _, _, err := parseTopology(s.topology); err != nil {
@@ -273,6 +284,12 @@ func (s *spec) applyTrainer(t *trainer.Trainer) (*trainer.Trainer, error) {
 		if _, ok := res[gpuResource]; ok {
 			return nil, fmt.Errorf("--gpus-per-node and %s in --resources-per-node both set the GPUs: use one", gpuResource)
 		}
+	}
+	if s.gpuClaim != "" {
+		if err := s.claimGPUsOf(t, res); err != nil {
+			return nil, err
+		}
+	} else if s.gpusPerNode != nil {
 		if res == nil {
 			res = corev1.ResourceList{}
 		}

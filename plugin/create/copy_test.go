@@ -214,7 +214,7 @@ func TestSet(t *testing.T) {
 	}{
 		{"nodes", `invalid --set "nodes": write it as FLAG=VALUE with a flag of create, e.g. --set nodes=4`},
 		{"=4", `invalid --set "=4": write it as FLAG=VALUE with a flag of create, e.g. --set nodes=4`},
-		{"gpus=8", `invalid --set "gpus=8": gpus is not a flag create takes; use one of runtime, image, nodes, gpus-per-node, resources-per-node, env, dataset-uri, model-uri, suspend, label, annotation, queue, gpu-type, topology`},
+		{"gpus=8", `invalid --set "gpus=8": gpus is not a flag create takes; use one of runtime, image, nodes, gpus-per-node, resources-per-node, env, dataset-uri, model-uri, suspend, label, annotation, queue, gpu-type, topology, gpu-claim`},
 		{"nodes=four", `invalid --set "nodes=four": --nodes takes a whole number, not "four"`},
 		{"suspend=maybe", `invalid --set "suspend=maybe": --suspend takes true or false, not "maybe"`},
 	} {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -57,6 +58,13 @@ LEVEL is a level of the cluster's Kueue Topology: its node label, or the label's
 for a TrainJob: the annotation kueue.x-k8s.io/podset-required-topology (or
 podset-preferred-topology) on the trainer's pod template, through the same runtimePatch.
 
+--gpu-claim[=DEVICECLASS] claims the --gpus-per-node GPUs through Dynamic Resource
+Allocation (KEP-2782) instead of the nvidia.com/gpu extended resource: create makes a
+ResourceClaimTemplate NAME-gpu of that many devices of DEVICECLASS (default gpu.nvidia.com,
+NVIDIA's DRA driver), from which each trainer pod gets a claim of its own, names it in the
+runtimePatch's resourceClaims and tolerates the GPU nodes' taint nvidia.com/gpu. The template is
+created first and belongs to the TrainJob: it is deleted with it.
+
 The runtime must exist: nothing is created otherwise. Before sending, create checks
 whether the TrainJob's pods fit the cluster's nodes (as kubectl trainjob fit does): when
 they fit nowhere, even on nodes emptied of other pods, it warns and sends the TrainJob
@@ -75,6 +83,9 @@ const createExample = `  # Four nodes of eight GPUs on the torch-distributed run
   # On the cluster's A100 nodes only
   kubectl trainjob create llama --runtime torch-distributed --nodes 2 --gpus-per-node 8 \
     --gpu-type NVIDIA-A100-SXM4-80GB -- torchrun train.py
+
+  # The same GPUs claimed through DRA: a ResourceClaimTemplate of 8 devices of gpu.nvidia.com
+  kubectl trainjob create llama --runtime torch-distributed --nodes 2 --gpus-per-node 8 --gpu-claim -- torchrun train.py
 
   # Ask the API server, create nothing, and say whether it fits now
   kubectl trainjob create llama --runtime torch-distributed --nodes 4 --gpus-per-node 8 --dry-run=server
@@ -185,6 +196,7 @@ func NewCmdCreateWithOptions(f cmdutil.Factory, o *CreateOptions) *cobra.Command
 	_ = cmd.RegisterFlagCompletionFunc("from", completion.TrainJobNames(f))
 	_ = cmd.RegisterFlagCompletionFunc("gpu-type", completion.GPUProducts(f))
 	_ = cmd.RegisterFlagCompletionFunc("topology", cobra.NoFileCompletions)
+	_ = cmd.RegisterFlagCompletionFunc("gpu-claim", cobra.NoFileCompletions)
 	_ = cmd.RegisterFlagCompletionFunc("dry-run", cobra.FixedCompletions([]string{dryRunNone, dryRunClient, dryRunServer}, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.MarkFlagFilename("filename", "yaml", "yml", "json")
 	return cmd
@@ -333,17 +345,22 @@ func (o *CreateOptions) Run(ctx context.Context) error {
 			return err
 		}
 	}
+	var tmpl *resourcev1.ResourceClaimTemplate
+	if o.spec.gpuClaim != "" {
+		if tmpl, err = o.claimGPUs(ctx, tj, rt, o.spec.gpuClaim, o.spec.claimedGPUs); err != nil {
+			return err
+		}
+	}
 	if o.DryRun == dryRunNone {
 		o.warnIfNowhere(ctx, tj, rt)
 	}
-	switch o.DryRun {
-	case dryRunServer:
-		err = o.client.Create(ctx, tj, client.DryRunAll)
-	case dryRunNone:
-		err = o.client.Create(ctx, tj)
+	if err := o.create(ctx, tj, tmpl); err != nil {
+		return err
 	}
-	if err != nil {
-		return createError(err, "trainjob", tj.Namespace, tj.Name)
+	if tmpl != nil {
+		if err := o.printer.PrintObj(tmpl, o.Out); err != nil {
+			return err
+		}
 	}
 	if err := o.printer.PrintObj(tj, o.Out); err != nil {
 		return err
@@ -353,6 +370,33 @@ func (o *CreateOptions) Run(ctx context.Context) error {
 	}
 	if o.Wait || o.Follow {
 		return o.wait(ctx, tj.Namespace, tj.Name)
+	}
+	return nil
+}
+
+// create sends the TrainJob tj, after its ResourceClaimTemplate tmpl when it has one (nil: none), which it
+// then owns; nothing with --dry-run=client. A TrainJob refused leaves no template behind.
+func (o *CreateOptions) create(ctx context.Context, tj *trainer.TrainJob, tmpl *resourcev1.ResourceClaimTemplate) error {
+	var opts []client.CreateOption
+	switch o.DryRun {
+	case dryRunClient:
+		return nil
+	case dryRunServer:
+		opts = append(opts, client.DryRunAll)
+	}
+	if tmpl != nil {
+		if err := o.createClaimTemplate(ctx, tmpl, opts...); err != nil {
+			return err
+		}
+	}
+	if err := o.client.Create(ctx, tj, opts...); err != nil {
+		if tmpl != nil && o.DryRun == dryRunNone {
+			_ = o.client.Delete(ctx, tmpl, client.Preconditions{UID: &tmpl.UID})
+		}
+		return createError(err, "trainjob", tj.Namespace, tj.Name)
+	}
+	if tmpl != nil && o.DryRun == dryRunNone {
+		o.ownClaimTemplate(ctx, tmpl, tj)
 	}
 	return nil
 }

@@ -260,8 +260,8 @@ func (o *DeleteOptions) confirm(ctx context.Context, targets []trainer.TrainJob)
 	return false, nil
 }
 
-// ownedKinds are the kinds a controller makes for a TrainJob besides the JobSet (spec §3.3), listed by
-// metadata only: a Secret's data is never read.
+// ownedKinds are the kinds a controller makes for a TrainJob besides the JobSet (spec §3.3), and the claim
+// template create makes for it, listed by metadata only: a Secret's data is never read.
 var ownedKinds = []struct {
 	name string
 	gvk  schema.GroupVersionKind
@@ -270,6 +270,8 @@ var ownedKinds = []struct {
 	{"secret", corev1.SchemeGroupVersion.WithKind("SecretList")},
 	{"podgroup", schema.GroupVersionKind{Group: "scheduling.x-k8s.io", Version: "v1alpha1", Kind: "PodGroupList"}},
 	{"podgroup.volcano", schema.GroupVersionKind{Group: "scheduling.volcano.sh", Version: "v1beta1", Kind: "PodGroupList"}},
+	// create --gpu-claim's: the TrainJob's pods claim their GPUs from it.
+	{"resourceclaimtemplate", schema.GroupVersionKind{Group: "resource.k8s.io", Version: "v1", Kind: "ResourceClaimTemplateList"}},
 }
 
 // children describes what tj owns: "jobset/x, 2 jobs, 8 pods, configmap/x-runtime-snapshot", and the kinds

@@ -28,8 +28,8 @@ const (
 // DRACliqueOf is the NVLink clique id of the GPUs of the i-th GPU node.
 func DRACliqueOf(i int) string { return fmt.Sprintf("kwok-%d", i) }
 
-// draDeviceClass selects the devices of the simulated driver.
-func draDeviceClass() *resourcev1.DeviceClass {
+// NewDRADeviceClass is the DeviceClass DRADeviceClass: every device of the simulated driver.
+func NewDRADeviceClass() *resourcev1.DeviceClass {
 	return &resourcev1.DeviceClass{
 		ObjectMeta: metav1.ObjectMeta{Name: DRADeviceClass},
 		Spec: resourcev1.DeviceClassSpec{Selectors: []resourcev1.DeviceSelector{{
@@ -77,7 +77,7 @@ func (c *Cluster) createDRA(ctx context.Context) error {
 		return nil
 	}
 	api := c.client.ResourceV1()
-	if _, err := api.DeviceClasses().Create(ctx, draDeviceClass(), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if _, err := api.DeviceClasses().Create(ctx, NewDRADeviceClass(), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create DeviceClass %s: %w", DRADeviceClass, err)
 	}
 	for i := range n {

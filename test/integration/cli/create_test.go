@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
@@ -99,6 +100,31 @@ func TestCreate(t *testing.T) {
 		AssertGolden(t, "create/gpu-type", n.Normalize(Run(t, "", cmd, withArgs(kube, "create", "a100", "--runtime", createRuntime, "--nodes", "2",
 			"--gpus-per-node", "8", "--gpu-type", "NVIDIA-A100-SXM4-80GB", "--dry-run=client", "-o", "yaml")...).String()))
 	})
+	// --gpu-claim: the GPUs through DRA (KEP-2782), a ResourceClaimTemplate of the TrainJob's own and a runtime
+	// patch that claims it for every trainer pod. The TrainJob owns the template: it goes with the TrainJob.
+	if err := cl.Create(t.Context(), cluster.NewDRADeviceClass()); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	draArgs := withArgs(kube, "create", "dra", "--runtime", createRuntime, "--nodes", "2", "--gpus-per-node", "8", "--gpu-claim")
+	t.Run("gpu-claim-dry-run", func(t *testing.T) {
+		AssertGolden(t, "create/gpu-claim-dry-run", n.Normalize(Run(t, "", cmd, withArgs(draArgs, "--dry-run=client", "-o", "yaml")...).String()))
+		assertNoTrainJob(t, cl, ns, "dra")
+	})
+	t.Run("gpu-claim", func(t *testing.T) {
+		AssertGolden(t, "create/gpu-claim", n.Normalize(Run(t, "", cmd, withArgs(draArgs, "-o", "name")...).String()))
+		tj := &trainer.TrainJob{}
+		tmpl := &resourcev1.ResourceClaimTemplate{}
+		if err := cl.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "dra"}, tj); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "dra-gpu"}, tmpl); err != nil {
+			t.Fatal(err)
+		}
+		if !metav1.IsControlledBy(tmpl, tj) {
+			t.Errorf("ResourceClaimTemplate dra-gpu is not the TrainJob's: owners %v, TrainJob UID %s", tmpl.OwnerReferences, tj.UID)
+		}
+		AssertGolden(t, "create/gpu-claim-delete-prompt", n.Normalize(Run(t, "n\n", []plugin.CommandAdder{deleteCmd(true)}, withArgs(kube, "delete", "dra")...).String()))
+	})
 	t.Run("file", func(t *testing.T) {
 		AssertGolden(t, "create/file", n.Normalize(Run(t, "", cmd, withArgs(kube, "create", "-f", filepath.Join("testdata", "create", "trainjob.yaml"))...).String()))
 		if err := cl.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "from-file"}, &trainer.TrainJob{}); err != nil {
@@ -134,6 +160,9 @@ func TestCreate(t *testing.T) {
 		{"bad-resources-pair", withArgs(kube, "create", "bad", "--runtime", createRuntime, "--resources-per-node", "cpu:4")},
 		{"bad-resources-name", withArgs(kube, "create", "bad", "--runtime", createRuntime, "--resources-per-node", "nvidia gpu=8")},
 		{"gpus-twice", withArgs(kube, "create", "bad", "--runtime", createRuntime, "--gpus-per-node", "8", "--resources-per-node", "nvidia.com/gpu=4")},
+		{"gpu-claim-no-count", withArgs(kube, "create", "bad", "--runtime", createRuntime, "--gpu-claim")},
+		{"gpu-claim-unknown-class", withArgs(kube, "create", "bad", "--runtime", createRuntime, "--gpus-per-node", "8", "--gpu-claim=gpu.example.com")},
+		{"gpu-claim-and-resources", withArgs(kube, "create", "bad", "--runtime", createRuntime, "--gpu-claim", "--resources-per-node", "nvidia.com/gpu=8")},
 		{"unknown-flag", withArgs(kube, "create", "bad", "--runtime", createRuntime, "--gpus", "8")},
 		{"no-name", withArgs(kube, "create", "--runtime", createRuntime)},
 		{"no-runtime", withArgs(kube, "create", "bad")},
@@ -169,7 +198,7 @@ func TestCreate(t *testing.T) {
 	for _, tj := range list.Items {
 		names = append(names, tj.Name)
 	}
-	if diff := cmp.Diff([]string{"by-alice", "from-file", "from-stdin", "llama", "llama-2"}, names); diff != "" {
+	if diff := cmp.Diff([]string{"by-alice", "dra", "from-file", "from-stdin", "llama", "llama-2"}, names); diff != "" {
 		t.Errorf("TrainJobs in the namespace (-want +got):\n%s", diff)
 	}
 }
