@@ -80,11 +80,11 @@ func (o *Operator) Leads(ctx context.Context) (bool, error) {
 	return false, nil
 }
 
-// TrainJobControllerIdle is nil when families (an operator's metrics) show its TrainJob controller with no
-// reconcile running (controller_runtime_active_workers) and no request ready in its queue (workqueue_depth;
-// a request waiting for its RequeueAfter or back-off is not counted). Series of several operators (one
-// process's registry) are summed: idle means idle in all of them.
-func TrainJobControllerIdle(families []*dto.MetricFamily) error {
+// ControllerIdle is nil when families (an operator's metrics) show its controller name with no reconcile
+// running (controller_runtime_active_workers) and no request ready in its queue (workqueue_depth; a request
+// waiting for its RequeueAfter or back-off is not counted). Series of several operators (one process's
+// registry) are summed: idle means idle in all of them.
+func ControllerIdle(families []*dto.MetricFamily, name string) error {
 	var active, queued float64
 	for _, mf := range families {
 		for _, m := range mf.GetMetric() {
@@ -93,15 +93,15 @@ func TrainJobControllerIdle(families []*dto.MetricFamily) error {
 				labels[l.GetName()] = l.GetValue()
 			}
 			switch {
-			case mf.GetName() == "controller_runtime_active_workers" && labels["controller"] == controller.TrainJobControllerName:
+			case mf.GetName() == "controller_runtime_active_workers" && labels["controller"] == name:
 				active += m.GetGauge().GetValue()
-			case mf.GetName() == "workqueue_depth" && labels["name"] == controller.TrainJobControllerName:
+			case mf.GetName() == "workqueue_depth" && labels["name"] == name:
 				queued += m.GetGauge().GetValue()
 			}
 		}
 	}
 	if active != 0 || queued != 0 {
-		return fmt.Errorf("the TrainJob controller runs %v reconciles and has %v queued", active, queued)
+		return fmt.Errorf("the %s runs %v reconciles and has %v queued", name, active, queued)
 	}
 	return nil
 }
@@ -125,7 +125,7 @@ func Settled(idle func(ctx context.Context) error) func(ctx context.Context) err
 	}
 }
 
-// Idle is nil when the operator's TrainJob controller is idle (TrainJobControllerIdle), from its /metrics.
+// Idle is nil when the operator's TrainJob controller is idle (ControllerIdle), from its /metrics.
 func (o *Operator) Idle(ctx context.Context) error {
 	m, err := o.Metrics(ctx)
 	if err != nil {
@@ -135,7 +135,7 @@ func (o *Operator) Idle(ctx context.Context) error {
 	for _, mf := range m {
 		families = append(families, mf)
 	}
-	return TrainJobControllerIdle(families)
+	return ControllerIdle(families, controller.TrainJobControllerName)
 }
 
 // LeaderIdle is nil when the TrainJob controller of the leading replica is idle (Operator.Idle).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"time"
 
@@ -14,8 +15,10 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
@@ -62,8 +65,27 @@ func (r *OptimizationJobReconciler) SetupWithManager(mgr manager.Manager) error 
 	return builder.ControllerManagedBy(mgr).
 		Named(OptimizationJobControllerName).
 		For(&trainer.OptimizationJob{}).
-		Owns(&trainer.TrainJob{}).
+		Owns(&trainer.TrainJob{}, builder.WithPredicates(trialProgress)).
 		Complete(r)
+}
+
+// trialProgress passes the changes of a trial that the search reads: its
+// creation and deletion, its end (Complete or Failed), and what it reports
+// once ended (the objective of an ended trial counts). The metric reports of
+// a running trial, a status write every few seconds from the status server,
+// change nothing the search reads: each would list the trials again.
+var trialProgress = predicate.TypedFuncs[client.Object]{
+	UpdateFunc: func(e event.TypedUpdateEvent[client.Object]) bool {
+		old, ok := e.ObjectOld.(*trainer.TrainJob)
+		tj, ok2 := e.ObjectNew.(*trainer.TrainJob)
+		if !ok || !ok2 {
+			return true
+		}
+		return finished(old) != finished(tj) ||
+			finished(tj) && !equality.Semantic.DeepEqual(old.Status.TrainerStatus, tj.Status.TrainerStatus) ||
+			!equality.Semantic.DeepEqual(old.OwnerReferences, tj.OwnerReferences) ||
+			!maps.Equal(old.Labels, tj.Labels) || !maps.Equal(old.Annotations, tj.Annotations)
+	},
 }
 
 // optimizationUpdate collects what one reconcile changes in an

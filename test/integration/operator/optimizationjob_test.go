@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -19,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/controller"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/optimization"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/optimization/search"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
@@ -540,6 +542,64 @@ spec:
 	if len(got.OwnerReferences) > 0 || meta.IsStatusConditionTrue(got.Status.Conditions, trainer.TrainJobComplete) {
 		t.Errorf("the stray TrainJob changed: owners %+v, conditions %+v", got.OwnerReferences, got.Status.Conditions)
 	}
+}
+
+// TestOptimizationJobRunningTrialReports: the metric reports of a running
+// trial (a status write every few seconds from the status server) change
+// nothing the search reads, which counts only ended trials' objectives: they
+// do not make the OptimizationJob list its trials again. Its end does.
+func TestOptimizationJobRunningTrialReports(t *testing.T) {
+	ns := cluster.NewNamespace(t, env.Client, "test-", nil)
+	createTrainingRuntime(t, ns, "torch", torchSpec())
+	oj := optimizationJobYAML(t, ns, `
+metadata: {name: tune}
+spec:
+  objectives: [{metric: loss}]
+  parameters: [{name: lr, searchSpace: {uniform: {min: "0.1", max: "1"}}}]
+  numTrials: 1
+  trainJobTemplate: {spec: {runtimeRef: {name: torch, kind: TrainingRuntime}}}`)
+	create(t, oj)
+	waitTrials(t, oj, "tune-0")
+	optest.ControllerSettled(t, controller.OptimizationJobControllerName)
+	lists := request{Verb: "list", Resource: "trainjobs"}
+	before := requests.of(ns)[lists]
+	const reports = 5
+	for i := range reports {
+		var written string
+		optest.Eventually(t, fmt.Sprintf("report %d", i), func(ctx context.Context) error {
+			tj := &trainer.TrainJob{}
+			if err := optest.Get(ctx, env.Client, trialKey(oj, 0), tj); err != nil {
+				return err
+			}
+			tj.Status.TrainerStatus = &trainer.TrainerStatus{LastUpdatedTime: metav1.Now(),
+				Metrics: []trainer.Metric{{Name: "loss", Value: strconv.Itoa(reports - i)}}}
+			if err := env.Client.Status().Update(ctx, tj); err != nil {
+				return err
+			}
+			written = tj.ResourceVersion
+			return nil
+		})
+		// The report has reached the operator's cache, and so its
+		// controllers' queues; each is let settle apart, so that reports
+		// are not merged in the queue.
+		optest.Eventually(t, "the operator's cache has the report", func(ctx context.Context) error {
+			tj := &trainer.TrainJob{}
+			if err := optest.Get(ctx, op.Cache(), trialKey(oj, 0), tj); err != nil {
+				return err
+			}
+			if tj.ResourceVersion != written {
+				return fmt.Errorf("resourceVersion %s, want %s", tj.ResourceVersion, written)
+			}
+			return nil
+		})
+		optest.ControllerSettled(t, controller.OptimizationJobControllerName)
+	}
+	if got := requests.of(ns)[lists] - before; got != 0 {
+		t.Errorf("the operator listed the trials %d times for %d metric reports of a running trial, want 0", got, reports)
+	}
+	endTrial(t, trialKey(oj, 0), trainer.TrainJobComplete, "loss", "0.5")
+	optimizationJobMatches(t, oj, "Complete", hasOptimizationCondition(condition{optimization.Complete, "True", optimization.MaxTrialsReachedReason,
+		"1 trials: 1 Complete, 0 Failed, 0 deleted; the best is tune-0 with loss 0.5"}))
 }
 
 // deniedOptimizationJob starts the OptimizationJob webhook's refusals.

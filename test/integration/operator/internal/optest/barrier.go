@@ -12,6 +12,7 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/operator/controller"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/stack"
 )
@@ -78,14 +79,16 @@ func BuiltVersion(key client.ObjectKey, rv string) error {
 	return nil
 }
 
-// trainJobControllerIdle is stack.TrainJobControllerIdle of controller-runtime's process-wide registry: the
-// TrainJob controllers of every operator the test process runs.
-func trainJobControllerIdle(context.Context) error {
-	families, err := crmetrics.Registry.Gather()
-	if err != nil {
-		return err
+// controllerIdle is stack.ControllerIdle of controller-runtime's process-wide registry: the controllers name
+// of every operator the test process runs.
+func controllerIdle(name string) func(context.Context) error {
+	return func(context.Context) error {
+		families, err := crmetrics.Registry.Gather()
+		if err != nil {
+			return err
+		}
+		return stack.ControllerIdle(families, name)
 	}
-	return stack.TrainJobControllerIdle(families)
 }
 
 // Settled waits until the TrainJob controllers of the test process are idle
@@ -102,7 +105,14 @@ func trainJobControllerIdle(context.Context) error {
 // order it delivers them, first in first out).
 func Settled(t testing.TB) {
 	t.Helper()
-	if err := Poll(t.Context(), Timeout, stack.Settled(trainJobControllerIdle)); err != nil {
-		t.Fatalf("the TrainJob controller settles: %v", err)
+	ControllerSettled(t, controller.TrainJobControllerName)
+}
+
+// ControllerSettled is Settled for the controller name (the OptimizationJob
+// controller's, say).
+func ControllerSettled(t testing.TB, name string) {
+	t.Helper()
+	if err := Poll(t.Context(), Timeout, stack.Settled(controllerIdle(name))); err != nil {
+		t.Fatalf("the %s settles: %v", name, err)
 	}
 }
