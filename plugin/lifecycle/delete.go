@@ -25,6 +25,7 @@ import (
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/stage"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/completion"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/optimizationjob"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/printers"
 )
 
@@ -35,7 +36,10 @@ const deleteExample = `  # List what llama-ft owns, ask, then delete it and wait
   kubectl trainjob delete -l team=nlp -y
 
   # Delete llama-ft's JobSet, Jobs and pods first and the TrainJob last, and wait until all are gone
-  kubectl trainjob delete llama-ft -y --cascade=foreground`
+  kubectl trainjob delete llama-ft -y --cascade=foreground
+
+  # Delete a hyperparameter search (kubectl trainjob optimize) and its trials
+  kubectl trainjob delete optimizationjob/sweep`
 
 const (
 	// retryInterval is how soon --wait reads a TrainJob again after a read failed.
@@ -52,14 +56,16 @@ const maxTransientErrors = 5
 type DeleteOptions struct {
 	Streams cmdutil.Streams
 
-	Names          []string
-	All            bool
-	LabelSelector  string
-	Yes            bool
-	IgnoreNotFound bool
-	Cascade        string
-	Wait           bool
-	Timeout        time.Duration
+	Names []string
+	// OptimizationJobs are the names of the arguments optimizationjob/NAME.
+	OptimizationJobs []string
+	All              bool
+	LabelSelector    string
+	Yes              bool
+	IgnoreNotFound   bool
+	Cascade          string
+	Wait             bool
+	Timeout          time.Duration
 
 	// StdinIsTerminal tells whether the prompt can be answered; tests set it.
 	StdinIsTerminal func() bool
@@ -89,7 +95,7 @@ func NewCmdDelete(f cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
 // NewCmdDeleteWithOptions is `kubectl trainjob delete` with preset options (a terminal in tests).
 func NewCmdDeleteWithOptions(f cmdutil.Factory, o *DeleteOptions) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "delete (NAME... | --all | -l SELECTOR)",
+		Use:   "delete (NAME... | optimizationjob/NAME... | --all | -l SELECTOR)",
 		Short: "Delete TrainJobs and everything they own",
 		Long: `Delete TrainJobs. Unless -y is given, it first lists what each one owns (its JobSet, Jobs and
 pods, and the ConfigMaps, Secrets and PodGroups the controller made for it) and asks. Without a
@@ -97,7 +103,12 @@ terminal to ask on, it refuses unless -y is given.
 
 --cascade=background (the default, as in kubectl) deletes the TrainJob at once and leaves its
 children to the garbage collector; foreground deletes the children first and the TrainJob last,
-so --wait returns once the pods are gone; orphan leaves the children.`,
+so --wait returns once the pods are gone; orphan leaves the children.
+
+optimizationjob/NAME deletes an OptimizationJob (kubectl trainjob optimize) and, through their
+controller reference, its trials: the prompt lists them (the TrainJobs it controls) with their
+stage, and they go as a TrainJob's children go. --all and -l choose TrainJobs only. Deleting a
+trial alone leaves its OptimizationJob counting it: the prompt says so.`,
 		Example:           deleteExample,
 		ValidArgsFunction: completion.TrainJobNames(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -117,7 +128,14 @@ so --wait returns once the pods are gone; orphan leaves the children.`,
 
 // Complete resolves the namespace, the client and the propagation policy.
 func (o *DeleteOptions) Complete(f cmdutil.Factory, _ *cobra.Command, args []string) error {
-	o.Names = args
+	o.Names, o.OptimizationJobs = nil, nil
+	for _, arg := range args {
+		if name, ok := optimizationjob.NameOf(arg); ok {
+			o.OptimizationJobs = append(o.OptimizationJobs, name)
+		} else {
+			o.Names = append(o.Names, arg)
+		}
+	}
 	switch o.Cascade {
 	case "background", "true":
 		o.propagation = metav1.DeletePropagationBackground
@@ -136,7 +154,7 @@ func (o *DeleteOptions) Complete(f cmdutil.Factory, _ *cobra.Command, args []str
 // Validate requires exactly one way of choosing the TrainJobs.
 func (o *DeleteOptions) Validate() error {
 	ways := 0
-	for _, given := range []bool{len(o.Names) > 0, o.All, o.LabelSelector != ""} {
+	for _, given := range []bool{len(o.Names)+len(o.OptimizationJobs) > 0, o.All, o.LabelSelector != ""} {
 		if given {
 			ways++
 		}
@@ -158,32 +176,33 @@ func (o *DeleteOptions) Validate() error {
 // Run finds the TrainJobs, asks, deletes them and waits until they are gone.
 func (o *DeleteOptions) Run(ctx context.Context) error {
 	targets, errs := o.targets(ctx)
-	if len(targets) == 0 {
-		if len(errs) == 0 && len(o.Names) == 0 {
+	searches, searchErrs := o.optimizationTargets(ctx)
+	errs = append(errs, searchErrs...)
+	if len(targets)+len(searches) == 0 {
+		if len(errs) == 0 && len(o.Names)+len(o.OptimizationJobs) == 0 {
 			fmt.Fprintf(o.Streams.ErrOut, "No resources found in %s namespace.\n", o.Namespace)
 		}
 		return errors.Join(errs...)
 	}
 	if !o.Yes {
-		ok, err := o.confirm(ctx, targets)
+		ok, err := o.confirm(ctx, targets, searches)
 		if err != nil || !ok {
 			return errors.Join(append(errs, err)...)
 		}
 	}
-	var deleted []trainer.TrainJob
-	for _, tj := range targets {
-		// Only the TrainJob that was listed (and confirmed): one created since under the same name has another UID.
-		err := o.Client.Delete(ctx, &tj, client.PropagationPolicy(o.propagation), client.Preconditions{UID: &tj.UID})
-		switch {
-		case apierrors.IsNotFound(err) && o.IgnoreNotFound:
-		case apierrors.IsConflict(err):
-			errs = append(errs, fmt.Errorf("%s %q not deleted: it was deleted and created again since it was listed (listed uid %s); run the command again to delete the new one",
-				cmdutil.Resource, tj.Name, tj.UID))
-		case err != nil:
-			errs = append(errs, cmdutil.DescribeError(err, o.Namespace, tj.Name))
-		default:
-			fmt.Fprintf(o.Streams.Out, "%s %q deleted\n", cmdutil.Resource, tj.Name)
-			deleted = append(deleted, tj)
+	var deleted []client.Object
+	for i := range targets {
+		if err := o.delete(ctx, &targets[i], cmdutil.Resource); err != nil {
+			errs = append(errs, err)
+		} else {
+			deleted = append(deleted, &targets[i])
+		}
+	}
+	for i := range searches {
+		if err := o.delete(ctx, &searches[i], optimizationjob.Resource); err != nil {
+			errs = append(errs, err)
+		} else {
+			deleted = append(deleted, &searches[i])
 		}
 	}
 	if o.Wait && len(deleted) > 0 {
@@ -194,9 +213,55 @@ func (o *DeleteOptions) Run(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// delete deletes obj, of resource, as it was listed (and confirmed): one created since under the same name has
+// another UID. Gone already with --ignore-not-found is deleted.
+func (o *DeleteOptions) delete(ctx context.Context, obj client.Object, resource string) error {
+	uid := obj.GetUID()
+	err := o.Client.Delete(ctx, obj, client.PropagationPolicy(o.propagation), client.Preconditions{UID: &uid})
+	switch {
+	case apierrors.IsNotFound(err) && o.IgnoreNotFound:
+		return nil
+	case apierrors.IsConflict(err):
+		return fmt.Errorf("%s %q not deleted: it was deleted and created again since it was listed (listed uid %s); run the command again to delete the new one",
+			resource, obj.GetName(), uid)
+	case err != nil && resource == cmdutil.Resource:
+		return cmdutil.DescribeError(err, o.Namespace, obj.GetName())
+	case err != nil:
+		return err
+	}
+	fmt.Fprintf(o.Streams.Out, "%s %q deleted\n", resource, obj.GetName())
+	return nil
+}
+
+// optimizationTargets are the OptimizationJobs named optimizationjob/NAME.
+func (o *DeleteOptions) optimizationTargets(ctx context.Context) ([]trainer.OptimizationJob, []error) {
+	var out []trainer.OptimizationJob
+	var errs []error
+	for _, name := range o.OptimizationJobs {
+		oj := trainer.OptimizationJob{}
+		err := o.Client.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: name}, &oj)
+		switch {
+		case err == nil:
+			if !slices.ContainsFunc(out, func(t trainer.OptimizationJob) bool { return t.Name == name }) {
+				out = append(out, oj)
+			}
+		case o.IgnoreNotFound && apierrors.IsNotFound(err):
+		case apierrors.IsNotFound(err):
+			errs = append(errs, fmt.Errorf("%s %q not found in namespace %q (see `kubectl trainjob list --optimizations -n %s`, or pass -n NAMESPACE)",
+				optimizationjob.Resource, name, o.Namespace, o.Namespace))
+		default:
+			errs = append(errs, err)
+		}
+	}
+	return out, errs
+}
+
 // targets are the TrainJobs named, or selected by --all or -l.
 func (o *DeleteOptions) targets(ctx context.Context) ([]trainer.TrainJob, []error) {
 	if len(o.Names) == 0 {
+		if !o.All && o.LabelSelector == "" {
+			return nil, nil // only OptimizationJobs were named
+		}
 		l := &trainer.TrainJobList{}
 		sel, _ := labels.Parse(o.LabelSelector)
 		if err := o.Client.List(ctx, l, client.InNamespace(o.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
@@ -214,6 +279,10 @@ func (o *DeleteOptions) targets(ctx context.Context) ([]trainer.TrainJob, []erro
 				out = append(out, *tj)
 			}
 		case o.IgnoreNotFound && apierrors.IsNotFound(err):
+		case apierrors.IsNotFound(err) && o.Client.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: name}, &trainer.OptimizationJob{}) == nil:
+			// Deleting a search takes its trials: only when asked for by its kind, never by a name that missed.
+			errs = append(errs, fmt.Errorf("%s %q not found in namespace %q, but an OptimizationJob of that name is: delete it and its trials with `kubectl trainjob delete %s%s`",
+				cmdutil.Resource, name, o.Namespace, optimizationjob.Prefix, name))
 		default:
 			errs = append(errs, err)
 		}
@@ -222,11 +291,25 @@ func (o *DeleteOptions) targets(ctx context.Context) ([]trainer.TrainJob, []erro
 }
 
 // confirm lists what will go and asks on the terminal.
-func (o *DeleteOptions) confirm(ctx context.Context, targets []trainer.TrainJob) (bool, error) {
-	n := len(targets)
-	what := fmt.Sprintf("%d TrainJob%s", n, map[bool]string{true: "", false: "s"}[n == 1])
+func (o *DeleteOptions) confirm(ctx context.Context, targets []trainer.TrainJob, searches []trainer.OptimizationJob) (bool, error) {
+	var whats []string
+	if n := len(targets); n > 0 {
+		whats = append(whats, fmt.Sprintf("%d TrainJob%s", n, map[bool]string{true: "", false: "s"}[n == 1]))
+	}
+	if n := len(searches); n > 0 {
+		whats = append(whats, fmt.Sprintf("%d OptimizationJob%s", n, map[bool]string{true: "", false: "s"}[n == 1]))
+	}
+	what := strings.Join(whats, " and ")
 	if !o.StdinIsTerminal() {
 		return false, fmt.Errorf("refusing to delete %s without confirmation: standard input is not a terminal; pass -y to delete without asking", what)
+	}
+	if len(searches) > 0 {
+		if err := o.confirmSearches(ctx, searches); err != nil {
+			return false, err
+		}
+	}
+	if len(targets) == 0 {
+		return o.ask(what)
 	}
 	fmt.Fprintf(o.Streams.Out, "These TrainJobs in namespace %q will be deleted with what they own (--cascade=%s):\n", o.Namespace, o.Cascade)
 	var unreadable []string
@@ -242,10 +325,46 @@ func (o *DeleteOptions) confirm(ctx context.Context, targets []trainer.TrainJob)
 			owned = strings.Join(children, ", ")
 		}
 		fmt.Fprintf(o.Streams.Out, "  trainjob/%s (%s): %s\n", tj.Name, stage.Of(&tj), printers.Escape(owned))
+		if ref := metav1.GetControllerOf(&tj); ref != nil && ref.Kind == trainer.OptimizationJobKind {
+			fmt.Fprintf(o.Streams.Out, "    a trial of %s%s, which counts it as created and does not run it again\n", optimizationjob.Prefix, printers.Escape(ref.Name))
+		}
 	}
 	if len(unreadable) > 0 {
 		fmt.Fprintf(o.Streams.Out, "  (not listed, no right to read them: %s)\n", strings.Join(unreadable, ", "))
 	}
+	return o.ask(what)
+}
+
+// confirmSearches lists the OptimizationJobs that will go, each with its trials, in one more request (the
+// TrainJobs of the namespace: its trials are those it controls).
+func (o *DeleteOptions) confirmSearches(ctx context.Context, searches []trainer.OptimizationJob) error {
+	trainJobs, err := optimizationjob.ListTrials(ctx, o.Client, o.Namespace)
+	if err != nil && !apierrors.IsForbidden(err) {
+		return cmdutil.DescribeError(err, o.Namespace, "")
+	}
+	fmt.Fprintf(o.Streams.Out, "These OptimizationJobs in namespace %q will be deleted with their trials, the TrainJobs they control, and what those own (--cascade=%s):\n",
+		o.Namespace, o.Cascade)
+	byOwner := optimizationjob.ByOwner(trainJobs)
+	for _, oj := range searches {
+		s := optimizationjob.Summarize(&oj, byOwner[oj.UID], time.Now())
+		trials := "no trials"
+		switch {
+		case err != nil:
+			trials = "its trials (not listed, no right to read TrainJobs)"
+		case len(s.Trials) > 0:
+			names := make([]string, len(s.Trials))
+			for i, t := range s.Trials {
+				names[i] = "trainjob/" + t.Name + " (" + string(t.Stage) + ")"
+			}
+			trials = count(len(s.Trials), "trial") + ": " + strings.Join(names, ", ")
+		}
+		fmt.Fprintf(o.Streams.Out, "  %s%s (%s): %s\n", optimizationjob.Prefix, oj.Name, s.State, printers.Escape(trials))
+	}
+	return nil
+}
+
+// ask asks whether to delete what, and reads the answer.
+func (o *DeleteOptions) ask(what string) (bool, error) {
 	fmt.Fprintf(o.Streams.Out, "Delete %s? [y/N]: ", what)
 	answer, err := bufio.NewReader(o.Streams.In).ReadString('\n')
 	if err != nil && answer == "" {
@@ -332,44 +451,48 @@ func count(n int, noun string) string {
 	return fmt.Sprintf("%d %ss", n, noun)
 }
 
-// waitGone waits until every deleted TrainJob has disappeared: its name is free, or taken by another TrainJob
-// (another UID). It gives up on an error that does not pass.
-func (o *DeleteOptions) waitGone(ctx context.Context, deleted []trainer.TrainJob) error {
+// waitGone waits until every deleted TrainJob and OptimizationJob has disappeared: its name is free, or taken
+// by another (another UID). It gives up on an error that does not pass.
+func (o *DeleteOptions) waitGone(ctx context.Context, deleted []client.Object) error {
 	if o.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, o.Timeout)
 		defer cancel()
 	}
-	for _, tj := range deleted {
-		if err := o.waitOneGone(ctx, tj); err != nil {
+	for _, obj := range deleted {
+		if err := o.waitOneGone(ctx, obj); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// waitOneGone reads the TrainJob again on every change the watch reports, until it is gone.
-func (o *DeleteOptions) waitOneGone(ctx context.Context, tj trainer.TrainJob) error {
+// waitOneGone reads the object again on every change the watch reports, until it is gone.
+func (o *DeleteOptions) waitOneGone(ctx context.Context, obj client.Object) error {
+	resource, empty := cmdutil.Resource, func() client.Object { return &trainer.TrainJob{} }
+	if _, ok := obj.(*trainer.OptimizationJob); ok {
+		resource, empty = optimizationjob.Resource, func() client.Object { return &trainer.OptimizationJob{} }
+	}
 	watchCtx, stopWatching := context.WithCancel(ctx)
 	defer stopWatching()
 	// The watch tells when the TrainJob goes; the regular reads tell what a watch cannot: that the user lost
 	// the right to read it, which would otherwise leave --wait without --timeout waiting forever.
-	changes, err := cmdutil.Changes(watchCtx, o.Client, rereadInterval, cmdutil.Watch{Object: &trainer.TrainJob{}, Namespace: tj.Namespace,
-		Options: []client.ListOption{client.MatchingFields{"metadata.name": tj.Name}}})
+	changes, err := cmdutil.Changes(watchCtx, o.Client, rereadInterval, cmdutil.Watch{Object: empty(), Namespace: obj.GetNamespace(),
+		Options: []client.ListOption{client.MatchingFields{"metadata.name": obj.GetName()}}})
 	if err != nil {
 		return err
 	}
 	failures := 0
 	for {
-		got := &trainer.TrainJob{}
-		err := o.Client.Get(ctx, client.ObjectKeyFromObject(&tj), got)
-		if apierrors.IsNotFound(err) || (err == nil && got.UID != tj.UID) {
+		got := empty()
+		err := o.Client.Get(ctx, client.ObjectKeyFromObject(obj), got)
+		if apierrors.IsNotFound(err) || (err == nil && got.GetUID() != obj.GetUID()) {
 			return nil
 		}
 		var retry <-chan time.Time
 		if err != nil && ctx.Err() == nil {
 			if failures++; !transient(err) || failures >= maxTransientErrors {
-				return fmt.Errorf("gave up waiting for %s %q to be gone: %w", cmdutil.Resource, tj.Name, cmdutil.DescribeError(err, o.Namespace, tj.Name))
+				return fmt.Errorf("gave up waiting for %s %q to be gone: %w", resource, obj.GetName(), cmdutil.DescribeError(err, o.Namespace, obj.GetName()))
 			}
 			retry = time.After(retryInterval) // the watch may be down too
 		} else {
@@ -379,7 +502,7 @@ func (o *DeleteOptions) waitOneGone(ctx context.Context, tj trainer.TrainJob) er
 		case <-ctx.Done():
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 				return cmdutil.WithExitCode(cmdutil.ExitTimeout, fmt.Errorf("timed out after %s waiting for %s %q to be gone (with --cascade=foreground it waits for its children)",
-					o.Timeout, cmdutil.Resource, tj.Name))
+					o.Timeout, resource, obj.GetName()))
 			}
 			return ctx.Err()
 		case <-changes:

@@ -134,7 +134,7 @@ func TestDeleteConfirm(t *testing.T) {
 			o := NewDeleteOptions(genericiooptions.IOStreams{In: strings.NewReader(tt.answer), Out: out, ErrOut: &bytes.Buffer{}})
 			o.StdinIsTerminal = func() bool { return tt.terminal }
 			o.Namespace, o.Client = "ns", cluster()
-			got, err := o.confirm(context.Background(), []trainer.TrainJob{*trainJob("ns", "a", nil), *trainJob("ns", "c", nil)})
+			got, err := o.confirm(context.Background(), []trainer.TrainJob{*trainJob("ns", "a", nil), *trainJob("ns", "c", nil)}, nil)
 			gotErr := ""
 			if err != nil {
 				gotErr = err.Error()

@@ -4,7 +4,8 @@
 // Requests: one LIST of TrainJobs per page, one GET per runtime the table needs, and, only when some listed
 // TrainJob is in a Kueue LocalQueue (plugin/kueue) and the table or --stage needs its Workload, one discovery
 // request for Kueue's API group and, where it is served, one LIST of the Workloads of the namespace (of every
-// namespace with -A).
+// namespace with -A). With --optimizations: one LIST of OptimizationJobs per page and, for the table, one LIST of
+// the TrainJobs of the namespace (their trials; of every namespace with -A).
 package list
 
 import (
@@ -50,7 +51,10 @@ const example = `  # TrainJobs of the current namespace, with their stage
   kubectl trainjob list -w
 
   # Names only, for scripts
-  kubectl trainjob list -l team=nlp -o name`
+  kubectl trainjob list -l team=nlp -o name
+
+  # Hyperparameter searches (kubectl trainjob optimize), with their trials and best objective
+  kubectl trainjob list --optimizations`
 
 // ListOptions are the flags and resolved inputs of `list`.
 type ListOptions struct {
@@ -64,6 +68,7 @@ type ListOptions struct {
 	NoHeaders     bool
 	Watch         bool
 	ChunkSize     int64
+	Optimizations bool
 
 	// Clock gives "now" for AGE; tests pin it.
 	Clock     clock.PassiveClock
@@ -119,6 +124,14 @@ A TrainJob in a Kueue LocalQueue (label kueue.x-k8s.io/queue-name) that Kueue ho
 its ClusterQueue admits it is Queued; -o wide shows its LocalQueue (QUEUE) and why Kueue has not
 admitted it (REASON, from its Workload). One stopped through its Workload is Suspended.
 
+With --optimizations it lists OptimizationJobs instead (kubectl trainjob optimize), in a table of
+their own as kubectl get shows one kind: STATUS (Complete or Failed, else Running once a trial
+exists, Pending before), TRIALS created of numTrials, how many are COMPLETE, RUNNING and FAILED,
+and BEST, the best trial's last report of the objective metric (the trial status.result names,
+else the Complete trial with the best report); -o wide adds the OBJECTIVE, the BEST TRIAL and
+the REASON of Created=False or of the terminal condition. Without it, list shows the trials
+among the TrainJobs (each trial is one), not the OptimizationJobs.
+
 NODES is spec.trainer.numNodes, else the runtime's mlPolicy.numNodes when the runtime can be read.
 GPUS is the number of GPUs the TrainJob's pods ask for, as the operator builds them (render shows
 the same pods); when the runtime cannot be read, NODES times the GPUs of spec.trainer.resourcesPerNode.
@@ -142,6 +155,7 @@ A dash means unknown.`,
 	cmd.Flags().StringSliceVar(&o.Stages, "stage", o.Stages, "Only TrainJobs in these stages: "+stageNames()+" (repeat or comma-separate).")
 	cmd.Flags().BoolVar(&o.NoHeaders, "no-headers", o.NoHeaders, "Print the table without its header.")
 	cmd.Flags().BoolVarP(&o.Watch, "watch", "w", o.Watch, "After listing, watch for changes and append a row for each.")
+	cmd.Flags().BoolVar(&o.Optimizations, "optimizations", o.Optimizations, "List OptimizationJobs (hyperparameter searches) instead of TrainJobs.")
 	cmd.Flags().Int64Var(&o.ChunkSize, "chunk-size", o.ChunkSize, "Read the list in pages of this many TrainJobs (0: all at once).")
 	_ = cmd.RegisterFlagCompletionFunc("stage", cobra.FixedCompletions(stage.NamesOf(stage.WithQueued), cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(append([]string{"wide"}, o.PrintFlags.AllowedFormats()...), cobra.ShellCompDirectiveNoFileComp))
@@ -194,11 +208,20 @@ func (o *ListOptions) Validate() error {
 	if o.ChunkSize < 0 {
 		return fmt.Errorf("--chunk-size must be 0 or more, not %d", o.ChunkSize)
 	}
+	if o.Optimizations && len(o.Stages) > 0 {
+		return fmt.Errorf("--stage chooses TrainJobs, and --optimizations lists OptimizationJobs: to see the trials of a stage, drop --optimizations")
+	}
+	if o.Optimizations && o.Watch {
+		return fmt.Errorf("-w watches TrainJobs, and --optimizations lists OptimizationJobs: run list --optimizations again, or watch the trials with list -w")
+	}
 	return nil
 }
 
 // Run lists, prints, and with -w watches.
 func (o *ListOptions) Run(ctx context.Context) error {
+	if o.Optimizations {
+		return o.runOptimizations(ctx)
+	}
 	fw, err := o.Pipeline.Framework(ctx, &dryrun.Inputs{})
 	if err != nil {
 		return err
@@ -393,22 +416,34 @@ func (o *ListOptions) describeListError(err error) error {
 // print writes items: each through the -o printer, or as rows of one table.
 func (o *ListOptions) print(ctx context.Context, w *tabwriter.Writer, table cliprinters.ResourcePrinter, nodes *runtimeDefaults, q *queues, items []trainer.TrainJob, asList bool) error {
 	if o.printer != nil {
-		if asList && !o.namePrinter() {
-			l := &corev1.List{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "List"}}
-			for i := range items {
-				items[i].SetGroupVersionKind(trainer.GroupVersion.WithKind(trainer.TrainJobKind))
-				l.Items = append(l.Items, runtime.RawExtension{Object: &items[i]})
-			}
-			return o.printer.PrintObj(l, o.Streams.Out)
-		}
+		objs := make([]client.Object, len(items))
 		for i := range items {
-			if err := o.printer.PrintObj(&items[i], o.Streams.Out); err != nil {
-				return err
-			}
+			objs[i] = &items[i]
 		}
-		return nil
+		return o.printObjects(objs, trainer.TrainJobKind, asList)
 	}
 	return table.PrintObj(o.table(ctx, nodes, q, items), w)
+}
+
+// printObjects prints objs, of kind, through the -o printer: as one List when asList (but for -o name), else
+// one by one.
+func (o *ListOptions) printObjects(objs []client.Object, kind string, asList bool) error {
+	for _, obj := range objs {
+		obj.GetObjectKind().SetGroupVersionKind(trainer.GroupVersion.WithKind(kind))
+	}
+	if asList && !o.namePrinter() {
+		l := &corev1.List{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "List"}}
+		for _, obj := range objs {
+			l.Items = append(l.Items, runtime.RawExtension{Object: obj})
+		}
+		return o.printer.PrintObj(l, o.Streams.Out)
+	}
+	for _, obj := range objs {
+		if err := o.printer.PrintObj(obj, o.Streams.Out); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (o *ListOptions) namePrinter() bool { return ptr.Deref(o.PrintFlags.OutputFormat, "") == "name" }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -124,10 +125,25 @@ func testOptimizationStatus(t *testing.T, f *fixture, kube []string) {
 	}
 	run("status", "status", "sweep")
 	run("status-prefixed-json", "status", "optimizationjob/sweep", "-o", "json")
-	run("status-trial", "status", "sweep-1")
+	t.Run("status-trial", func(t *testing.T) { // a trial is a TrainJob; its times are its own
+		tj := &trainer.TrainJob{}
+		if err := f.c.Get(t.Context(), client.ObjectKey{Namespace: f.ns, Name: "sweep-1"}, tj); err != nil {
+			t.Fatal(err)
+		}
+		cmds := []plugin.CommandAdder{statusCmd(tj.CreationTimestamp.Add(10*time.Minute), false)}
+		AssertGolden(t, "optimize/status-trial", f.normalizer(tj).Normalize(Run(t, "", cmds, withArgs(kube, "status", "sweep-1")...).String()))
+	})
 	run("status-not-found", "status", "nope")
 	run("status-prefixed-not-found", "status", "optimizationjob/nope")
 	run("status-watch", "status", "optimizationjob/sweep", "-w")
+	// list --optimizations: sweep, and the OptimizationJob of optimize -f, which has no trial yet.
+	listCmds := []plugin.CommandAdder{listCmd(oj.CreationTimestamp.Add(10 * time.Minute))}
+	list := func(name string, args ...string) {
+		t.Run(name, func(t *testing.T) {
+			AssertGolden(t, "optimize/"+name, n.Normalize(Run(t, "", listCmds, withArgs(kube, args...)...).String()))
+		})
+	}
+	list("list", "list", "--optimizations")
 
 	oj.Status = &trainer.OptimizationJobStatus{
 		Conditions: []metav1.Condition{{Type: optimization.Complete, Status: metav1.ConditionTrue, Reason: optimization.MaxTrialsReachedReason,
@@ -136,6 +152,34 @@ func testOptimizationStatus(t *testing.T, f *fixture, kube []string) {
 	}
 	f.updateStatus(oj) // the controller's word wins, even for a trial whose report is not the lowest
 	run("status-result", "status", "OptimizationJobs/sweep")
+
+	list("list-wide", "list", "--optimizations", "-o", "wide")
+	list("list-name", "list", "--optimizations", "-o", "name")
+	list("list-all-namespaces", "list", "--optimizations", "-A")
+	list("list-stage", "list", "--optimizations", "--stage", "Training")
+
+	// delete: an OptimizationJob only by its kind, with its trials in the prompt; a trial alone says whose it is.
+	del := func(name, stdin string, terminal bool, args ...string) {
+		t.Run(name, func(t *testing.T) {
+			AssertGolden(t, "optimize/"+name, n.Normalize(Run(t, stdin, []plugin.CommandAdder{deleteCmd(terminal)}, withArgs(kube, args...)...).String()))
+		})
+	}
+	del("delete-by-name", "", false, "delete", "sweep", "-y")
+	del("delete-no-terminal", "", false, "delete", "optimizationjob/sweep")
+	del("delete-answer-no", "n\n", true, "delete", "optimizationjob/sweep", "optimizationjob/from-file")
+	del("delete-trial-answer-no", "n\n", true, "delete", "sweep-1")
+	del("delete-not-found", "", false, "delete", "optimizationjob/nope", "-y")
+	for _, name := range []string{"sweep", "from-file"} {
+		if err := f.c.Get(t.Context(), client.ObjectKey{Namespace: f.ns, Name: name}, &trainer.OptimizationJob{}); err != nil {
+			t.Fatalf("OptimizationJob %s before delete was answered yes: %v", name, err)
+		}
+	}
+	del("delete-answer-yes", "y\n", true, "delete", "optimizationjob/sweep", "optimizationjob/from-file")
+	for _, name := range []string{"sweep", "from-file"} {
+		if err := f.c.Get(t.Context(), client.ObjectKey{Namespace: f.ns, Name: name}, &trainer.OptimizationJob{}); !apierrors.IsNotFound(err) {
+			t.Errorf("OptimizationJob %s after delete answered yes: %v, want it gone", name, err)
+		}
+	}
 }
 
 // optimizationTrial creates trial i of oj as optimization.NewTrial makes it, changed by mutate, and writes the
