@@ -238,7 +238,7 @@ func GPUsPerNode(r corev1.ResourceRequirements, claims []resourcev1.DeviceReques
 	}
 	var n int64
 	for _, req := range claims {
-		class, mode, count := exactRequest(req)
+		class, mode, count := ExactRequest(req)
 		// A request for all the devices of a class has no count before
 		// allocation.
 		if strings.Contains(strings.ToLower(class), "gpu") && mode != resourcev1.DeviceAllocationModeAll {
@@ -262,9 +262,9 @@ func PodGPUs(spec *corev1.PodSpec, claims []resourcev1.DeviceRequest) int64 {
 	return GPUsPerNode(corev1.ResourceRequirements{}, claims)
 }
 
-// exactRequest is a device request's class, mode and count; of a request
+// ExactRequest is a device request's class, mode and count; of a request
 // with alternatives, those of the first, the one the scheduler prefers.
-func exactRequest(r resourcev1.DeviceRequest) (string, resourcev1.DeviceAllocationMode, int64) {
+func ExactRequest(r resourcev1.DeviceRequest) (string, resourcev1.DeviceAllocationMode, int64) {
 	if e := r.Exactly; e != nil {
 		return e.DeviceClassName, e.AllocationMode, e.Count
 	}

@@ -10,7 +10,9 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/kubernetes"
@@ -44,11 +46,12 @@ type Reader struct {
 // built them yet, still gets a summary (stage times then come from the pods; without a JobSet, no pods).
 //
 // Then, at once: only while a pod cannot be scheduled, one more request reads the nodes, to tell whether
-// taints alone keep it off them (a user who may not read nodes gets the scheduler's message instead); only for
+// taints alone keep it off them (a user who may not read nodes gets the scheduler's message instead); only when
+// a pod has DRA claims, one more reads the namespace's ResourceClaims (the devices allocated, or why not); only for
 // a TrainJob in a Kueue LocalQueue, with rd.Kueue, at most four more (fetchQueue); and only when a container
 // failed and the TrainJob is not Complete, with rd.Logs, one more (fetchFailure): the end of the first failed
 // container's log, and three more when it ran on a node: that node, its ResourceSlices and the DeviceTaintRules,
-// to tell whether its GPUs are sick (plugin/gpuhealth). At most fourteen in all,
+// to tell whether its GPUs are sick (plugin/gpuhealth). At most fifteen in all,
 // but for a TrainJob that MultiKueue dispatched to a worker cluster: then, once its Workload names the worker,
 // the worker's MultiKueueCluster and kubeconfig Secret (once per kc) and five to seven requests against the
 // worker instead of the nodes and the failure (fetchWorker).
@@ -101,6 +104,15 @@ func Fetch(ctx context.Context, rd Reader, namespace, name string) (Objects, err
 			}
 		})
 	}
+	var claimsErr error
+	if slices.ContainsFunc(in.Pods, func(p corev1.Pod) bool { return len(p.Spec.ResourceClaims) > 0 }) {
+		wg.Go(func() {
+			var claims resourcev1.ResourceClaimList
+			if claimsErr = c.List(ctx, &claims, client.InNamespace(namespace)); claimsErr == nil || optional(claimsErr) || meta.IsNoMatchError(claimsErr) {
+				in.Claims, claimsErr = claims.Items, nil
+			}
+		})
+	}
 	if kc != nil && kueue.Queued(tj) {
 		wg.Go(func() { in.Queue, queueErr = fetchQueue(ctx, kc, c, tj) })
 	}
@@ -114,7 +126,7 @@ func Fetch(ctx context.Context, rd Reader, namespace, name string) (Objects, err
 		}
 	}
 	wg.Wait()
-	if err := errors.Join(nodesErr, queueErr, gpusErr); err != nil {
+	if err := errors.Join(nodesErr, claimsErr, queueErr, gpusErr); err != nil {
 		return in, err
 	}
 	return in, fetchWorker(ctx, rd, &in)

@@ -8,6 +8,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
@@ -57,7 +58,8 @@ func podRank(p *corev1.Pod) string {
 	return p.Annotations[batchv1.JobCompletionIndexAnnotation]
 }
 
-func summarizePod(p *corev1.Pod) PodSummary {
+// summarizePod summarizes p, its DRA claims from the namespace's ResourceClaims claims.
+func summarizePod(p *corev1.Pod, claims []resourcev1.ResourceClaim) PodSummary {
 	ps := PodSummary{
 		Name:          p.Name,
 		ReplicatedJob: p.Labels[jobsetv1alpha2.ReplicatedJobNameKey],
@@ -67,7 +69,9 @@ func summarizePod(p *corev1.Pod) PodSummary {
 		Status:        podStatus(p),
 		Started:       p.Status.StartTime,
 	}
-	ps.GPUs = pipeline.PodGPUs(&p.Spec, nil)
+	var reqs []resourcev1.DeviceRequest
+	ps.Claims, reqs = podClaims(p, claims)
+	ps.GPUs = pipeline.PodGPUs(&p.Spec, reqs)
 	for _, cs := range p.Status.ContainerStatuses {
 		ps.Restarts += cs.RestartCount
 	}

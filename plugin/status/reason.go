@@ -43,7 +43,7 @@ func reason(s *Summary, in Objects) string {
 	if b := s.BlockedByTaint; b != nil {
 		return b.Reason()
 	}
-	if r := podTrouble(in.Pods); r != "" {
+	if r := podTrouble(in.Pods, s.Pods); r != "" {
 		return r
 	}
 	if c := meta.FindStatusCondition(conds, trainer.TrainJobComponentsCreated); c != nil && c.Status == metav1.ConditionFalse {
@@ -118,18 +118,26 @@ func podsRunning(pods []PodSummary, keep func(replicatedJob string) bool) string
 	return fmt.Sprintf(" (%d/%d pods running)", running, total)
 }
 
-// podTrouble names what keeps pods from running: unschedulable pods with the scheduler's message, or a
-// container that cannot start (image pull, crash loop, bad configuration).
-func podTrouble(pods []corev1.Pod) string {
-	n, msg := 0, ""
+// podTrouble names what keeps pods from running: unschedulable pods with the scheduler's message, first a DRA
+// claim of theirs that is not allocated; or a container that cannot start (image pull, crash loop, bad
+// configuration). summaries are the pods' summaries, with their claims.
+func podTrouble(pods []corev1.Pod, summaries []PodSummary) string {
+	n, msg, claim := 0, "", ""
 	for _, p := range pods {
 		if m, ok := unschedulable(&p); ok {
 			n++
 			msg = cmp.Or(msg, m)
+			if i := slices.IndexFunc(summaries, func(s PodSummary) bool { return s.Name == p.Name }); i >= 0 && claim == "" {
+				claim = claimsUnallocated(&summaries[i])
+			}
 		}
 	}
 	if n > 0 {
-		return joinReason(fmt.Sprintf("%d %s unschedulable", n, plural(n, "pod", "pods")), msg)
+		what := fmt.Sprintf("%d %s unschedulable", n, plural(n, "pod", "pods"))
+		if claim != "" {
+			what += ", " + claim
+		}
+		return joinReason(what, msg)
 	}
 	for _, p := range pods {
 		for _, cs := range slices.Concat(p.Status.InitContainerStatuses, p.Status.ContainerStatuses) {

@@ -90,11 +90,12 @@ func Render(w io.Writer, s *Summary, now time.Time, color bool) error {
 		{"Pipeline", []string{"STAGE", "START", "END", "DURATION"}, pipeline},
 		{"Jobs", []string{"REPLICATED JOB", "READY", "ACTIVE", "SUCCEEDED", "FAILED", "SUSPENDED", "START", "END"}, jobs},
 		{"Pods", []string{"NAME", "STEP", "RANK", "NODE", "GPUS", "STATUS", "RESTARTS", "STARTED"}, pods},
+		{"GPU claims", []string{"POD", "RESOURCECLAIM", "REQUESTS", "DEVICES"}, claimRows(s.Pods)},
 		{"Timeline", []string{"TIME", "SINCE", "WHAT", "REASON", "MESSAGE"}, timeline},
 		{"Recent warnings", []string{"LAST SEEN", "OBJECT", "REASON", "MESSAGE"}, warnings},
 	} {
-		if len(sec.rows) == 0 && sec.title == "Recent warnings" {
-			continue // no news is good news
+		if len(sec.rows) == 0 && (sec.title == "Recent warnings" || sec.title == "GPU claims") {
+			continue // no news is good news; no DRA claims, no section
 		}
 		if err := section(w, sec.title, sec.headers, sec.rows); err != nil {
 			return err

@@ -6,6 +6,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
@@ -200,6 +201,9 @@ type PodSummary struct {
 	Restarts      int32  `json:"restarts"`
 	// Started is when the kubelet started the pod (status.startTime).
 	Started *metav1.Time `json:"started,omitempty"`
+	// Claims are the pod's DRA claims; GPUs counts the devices of GPU classes they ask for when the pod asks
+	// for no GPU extended resource.
+	Claims []ClaimSummary `json:"claims,omitempty"`
 }
 
 // Warning is a Warning Event of the TrainJob or one of its children.
@@ -233,6 +237,9 @@ type Objects struct {
 	// only when a container failed (nil otherwise, or when they cannot be read).
 	JobSet     *jobsetv1alpha2.JobSet
 	FailureLog *FailureLog
+	// Claims are the namespace's ResourceClaims, read only when a pod has DRA claims (nil otherwise, or
+	// when they cannot be read).
+	Claims []resourcev1.ResourceClaim
 	// SickGPUs says why the GPUs of the node of the first failed container are sick; nil when they are not, or
 	// when it was not read.
 	SickGPUs *gpuhealth.Sickness
@@ -294,7 +301,7 @@ func Summarize(in Objects, now time.Time) *Summary {
 	pods := slices.Clone(in.Pods)
 	slices.SortFunc(pods, comparePods)
 	for i := range pods {
-		s.Pods = append(s.Pods, summarizePod(&pods[i]))
+		s.Pods = append(s.Pods, summarizePod(&pods[i], in.Claims))
 	}
 	s.Jobs = summarizeJobs(tj, in.Jobs, pods)
 	s.Stages = stageSpans(tj, s.Stage, s.Jobs, now)

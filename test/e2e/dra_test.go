@@ -1,11 +1,16 @@
 package e2e
 
 import (
+	"context"
+	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 )
@@ -54,4 +59,64 @@ func TestTorchDRA(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestGPUClaimCLI: `kubectl trainjob create --gpu-claim` on the simulated GPUs. A 2 × 8-GPU TrainJob runs with
+// each pod's claim allocated from its own node's ResourceSlice, and `status` counts and names the devices of each
+// pod; deleting the TrainJob deletes the ResourceClaimTemplate create made for it. A pod claiming 16 GPUs, more
+// than any node has, stays Pending, and `status` names its claim as the reason.
+func TestGPUClaimCLI(t *testing.T) {
+	t.Parallel()
+	useGPUs(t)
+	ns := cluster.NewNamespace(t, suite.client, "e2e-", diagnose)
+
+	mustKubectlTrainJob(t, "create", "-n", ns, "dra-cli", "--runtime", "torch-distributed", "--nodes", "2", "--gpus-per-node", "8", "--gpu-claim",
+		"--env", "SIM_RUN_SECONDS=600", "--", "torchrun", "/workspace/train.py")
+	var pods []corev1.Pod
+	cluster.Eventually(t, "both trainer pods Running", runTimeout, func(ctx context.Context) error {
+		var err error
+		if pods, err = jobSetPods(ctx, ns, "dra-cli"); err != nil {
+			return err
+		}
+		if len(pods) != 2 {
+			return fmt.Errorf("%d pods, want 2", len(pods))
+		}
+		for _, p := range pods {
+			if p.Status.Phase != corev1.PodRunning {
+				return fmt.Errorf("pod %s is %s", p.Name, p.Status.Phase)
+			}
+		}
+		return nil
+	})
+	out := mustKubectlTrainJob(t, "status", "-n", ns, "dra-cli")
+	for _, p := range pods {
+		row := regexp.MustCompile(regexp.QuoteMeta(p.Name) + `\s+node\s+\d\s+` + regexp.QuoteMeta(p.Spec.NodeName) + `\s+8\s+Running`)
+		devices := regexp.MustCompile(regexp.QuoteMeta(p.Name) + `\s+dra-cli-node-\S+-gpu-\S+\s+8 gpu\.nvidia\.com\s+` +
+			regexp.QuoteMeta(p.Spec.NodeName) + `: gpu-0,gpu-1,gpu-2,gpu-3,gpu-4,gpu-5,gpu-6,gpu-7\n`)
+		if !row.MatchString(out) || !devices.MatchString(out) {
+			t.Errorf("status does not show pod %s on %s with its 8 claimed GPUs, gpu-0..gpu-7 of %s:\n%s", p.Name, p.Spec.NodeName, p.Spec.NodeName, out)
+		}
+	}
+	mustKubectlTrainJob(t, "delete", "-n", ns, "dra-cli", "-y", "--wait")
+	cluster.Eventually(t, "ResourceClaimTemplate dra-cli-gpu deleted with its TrainJob", runTimeout, func(ctx context.Context) error {
+		err := suite.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "dra-cli-gpu"}, &resourcev1.ResourceClaimTemplate{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("still there: %v", err)
+	})
+
+	mustKubectlTrainJob(t, "create", "-n", ns, "dra-too-big", "--runtime", "torch-distributed", "--nodes", "1", "--gpus-per-node", "16", "--gpu-claim",
+		"--", "torchrun", "/workspace/train.py")
+	why := regexp.MustCompile(`Stage:\s+Pending: 1 pod unschedulable, ResourceClaim dra-too-big-node-0-0-\S+-gpu-\S+ \(16 gpu\.nvidia\.com\) cannot be allocated: 0/\d+ nodes are available: .*cannot allocate all claims`)
+	cluster.Eventually(t, "status names the claim that cannot be allocated", runTimeout, func(ctx context.Context) error {
+		cmd, stdout, stderr := command(ctx, "status", "-n", ns, "dra-too-big")
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("%w: %s", err, stderr)
+		}
+		if !why.Match(stdout.Bytes()) {
+			return fmt.Errorf("no line matching %s:\n%s", why, stdout)
+		}
+		return nil
+	})
 }
