@@ -2,6 +2,8 @@ package dryrun
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -194,5 +196,37 @@ func TestAdmitTrainJob(t *testing.T) {
 	tj.Spec.Trainer = &trainer.Trainer{NumProcPerNode: ptr.To[int32](0)}
 	if _, err := l.AdmitTrainJob(t.Context(), tj); err == nil || !strings.Contains(err.Error(), `TrainJob.trainer.kubeflow.org "job" is invalid`) {
 		t.Errorf("numProcPerNode 0: error %v, want the API server's refusal", err)
+	}
+}
+
+// TestLoadValidatesRuntimes: a runtime file is refused as the operator's runtime webhook refuses it, not only by
+// the CRD's rules: render and describe-pipeline -f never show what a cluster would not admit.
+func TestLoadValidatesRuntimes(t *testing.T) {
+	schema, err := NewSchema()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	file := filepath.Join(dir, "runtime.yaml")
+	doc := `apiVersion: trainer.kubeflow.org/v1alpha1
+kind: ClusterTrainingRuntime
+metadata: {name: two-trainers}
+spec:
+  template:
+    spec:
+      replicatedJobs:
+      - name: node
+        replicas: 2
+        template:
+          metadata: {labels: {trainer.kubeflow.org/trainjob-ancestor-step: trainer}}
+          spec: {template: {spec: {containers: [{name: node, image: torch}]}}}
+`
+	if err := os.WriteFile(file, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err = (&Loader{Schema: schema, Namespace: "team"}).Load(t.Context(), &Inputs{}, file)
+	want := file + `: ClusterTrainingRuntime.trainer.kubeflow.org "two-trainers" is invalid: spec.template.spec.replicatedJobs[0].replicas: Invalid value: 2: always must be 1`
+	if err == nil || err.Error() != want {
+		t.Errorf("Load: %v\nwant %s", err, want)
 	}
 }

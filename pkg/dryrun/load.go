@@ -15,11 +15,13 @@ import (
 	"os"
 	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/admission"
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
 )
@@ -144,6 +146,10 @@ func (l *Loader) loadDocuments(ctx context.Context, in *Inputs, file string, dat
 			rt, err := pipeline.RuntimeOf(obj)
 			if err != nil {
 				return fmt.Errorf("%s: %w", src, err)
+			}
+			// What the operator's runtime webhook refuses, beyond the CRD's rules.
+			if errs := admission.ValidateRuntimeSpec(rt.Spec); len(errs) > 0 {
+				return fmt.Errorf("%s: %w", src, apierrors.NewInvalid(gvk.GroupKind(), obj.GetName(), errs))
 			}
 			in.Runtimes = append(in.Runtimes, rt)
 		}
