@@ -187,11 +187,11 @@ func TestCacheHoldsNoForeignData(t *testing.T) {
 	labels := map[string]string{pipeline.TrainJobNameLabel: "forged"}
 	// Under the API server's limit of 1 MiB an object; the test's own
 	// copies are garbage by the time the heap is measured.
-	const objects, size = 64, 1000 * 1000
+	const objects, size = 200, 1000 * 1000
 	payload := strings.Repeat("x", size)
 	before := heapInUse()
 	for i := range objects {
-		meta := metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("forged-%02d", i), Labels: labels}
+		meta := metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("forged-%03d", i), Labels: labels}
 		if i%2 == 0 {
 			create(t, &corev1.ConfigMap{ObjectMeta: meta, Data: map[string]string{"big": payload}})
 		} else {
@@ -201,9 +201,9 @@ func TestCacheHoldsNoForeignData(t *testing.T) {
 	// Each kind's informer delivers its events in order: once the cache has
 	// the last object of each kind, it has seen them all.
 	for _, obj := range []client.Object{&corev1.ConfigMap{}, &corev1.Secret{}} {
-		name := fmt.Sprintf("forged-%02d", objects-2)
+		name := fmt.Sprintf("forged-%03d", objects-2)
 		if _, ok := obj.(*corev1.Secret); ok {
-			name = fmt.Sprintf("forged-%02d", objects-1)
+			name = fmt.Sprintf("forged-%03d", objects-1)
 		}
 		optest.Eventually(t, fmt.Sprintf("the operator's cache has %T %s", obj, name), func(ctx context.Context) error {
 			return optest.Get(ctx, op.Cache(), nsName(ns, name), obj)
