@@ -159,7 +159,7 @@ func (o *DashboardOptions) Run(ctx context.Context) error {
 		return fmt.Errorf("listen on %s port %d: %w", o.Address, o.Port, err)
 	}
 	s := &Server{Token: rand.Text(), AllowWrites: o.AllowWrites, Namespace: o.Namespace, Client: o.Client,
-		Kueue: o.Kueue, Logs: o.Logs, Rows: list.NewRows(o.Client, fw).InQueues(o.Kueue, o.Namespace), Clock: o.Clock}
+		Kueue: o.Kueue, Logs: o.Logs, Rows: list.NewRows(o.Client, fw).InQueues(o.Kueue, o.Namespace), Pipeline: &o.Pipeline, Clock: o.Clock}
 	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
 	u := pageURL(l.Addr().(*net.TCPAddr), s.Token)
 	what := "namespace " + o.Namespace

@@ -12,11 +12,15 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
@@ -26,10 +30,14 @@ import (
 	"sigs.k8s.io/yaml"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/snapshot"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/describe"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/kueue"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/lifecycle"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/list"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/printers"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/status"
 )
 
@@ -68,8 +76,10 @@ type Server struct {
 	Kueue  *kueue.Client
 	Logs   kubernetes.Interface
 	// Rows makes the list's rows as `list` does.
-	Rows  *list.Rows
-	Clock clock.PassiveClock
+	Rows *list.Rows
+	// Pipeline builds TrainJobs as the binary's operator does, for describe-pipeline's table.
+	Pipeline *cmdutil.Pipeline
+	Clock    clock.PassiveClock
 }
 
 // Handler is the guarded dashboard.
@@ -84,6 +94,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/trainjobs", s.trainJobs)
 	mux.HandleFunc("GET /api/trainjobs/{namespace}/{name}", s.trainJob)
 	mux.HandleFunc("GET /api/trainjobs/{namespace}/{name}/log", s.log)
+	mux.HandleFunc("GET /api/trainjobs/{namespace}/{name}/pipeline", s.pipeline)
 	mux.HandleFunc("GET /api/watch", s.watchTrainJobs)
 	mux.HandleFunc("GET /api/watch/{namespace}/{name}", s.watchTrainJob)
 	mux.HandleFunc("POST /api/trainjobs/{namespace}/{name}/{action}", s.act)
@@ -231,6 +242,27 @@ type TrainJob struct {
 	TrainJobYAML string `json:"trainJobYAML"`
 	JobSetYAML   string `json:"jobSetYAML,omitempty"`
 	JobSetError  string `json:"jobSetError,omitempty"`
+	// Jobs are the JobSet's Jobs.
+	Jobs []Job `json:"jobs"`
+	// WorkloadYAML is the TrainJob's Kueue Workload, when it is in a LocalQueue and Kueue has made it.
+	WorkloadYAML string `json:"workloadYAML,omitempty"`
+	// RuntimeYAML is the runtime the TrainJob runs from, as its runtime snapshot holds it; RuntimeError says
+	// why it is not shown (not taken yet: upstream Trainer takes none).
+	RuntimeYAML  string `json:"runtimeYAML,omitempty"`
+	RuntimeError string `json:"runtimeError,omitempty"`
+}
+
+// Job is one of the JobSet's Jobs.
+type Job struct {
+	Name          string `json:"name"`
+	ReplicatedJob string `json:"replicatedJob"`
+	// Completions is spec.completions, "-" when unset.
+	Completions string `json:"completions"`
+	Active      int32  `json:"active"`
+	Succeeded   int32  `json:"succeeded"`
+	Failed      int32  `json:"failed"`
+	// Status is the Job's True condition (Complete, Failed, Suspended), else Running.
+	Status string `json:"status"`
 }
 
 func (s *Server) readTrainJob(ctx context.Context, namespace, name string) (*TrainJob, error) {
@@ -254,7 +286,72 @@ func (s *Server) readTrainJob(ctx context.Context, namespace, name string) (*Tra
 	} else if out.JobSetYAML, err = s.yaml(js); err != nil {
 		return nil, err
 	}
+	out.Jobs = jobsOf(in.Jobs)
+	if in.Queue != nil && in.Queue.Workload != nil {
+		wl := *in.Queue.Workload
+		wl.ManagedFields = nil
+		b, err := yaml.Marshal(&wl)
+		if err != nil {
+			return nil, err
+		}
+		out.WorkloadYAML = string(b)
+	}
+	out.RuntimeYAML, out.RuntimeError = s.runtimeSnapshot(ctx, in.TrainJob)
 	return out, nil
+}
+
+// runtimeSnapshot is the runtime tj runs from, as its runtime snapshot holds it, or why it is not shown.
+func (s *Server) runtimeSnapshot(ctx context.Context, tj *trainer.TrainJob) (yaml, why string) {
+	cm := &corev1.ConfigMap{}
+	err := s.Client.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: snapshot.Name(tj)}, cm)
+	switch {
+	case apierrors.IsNotFound(err):
+		return "", "no runtime snapshot: the TrainJob runs from " + pipeline.RuntimeRefGroupKind(tj).Kind + " " + tj.Spec.RuntimeRef.Name +
+			" (the operator has not taken it yet, or upstream Trainer's controller, which takes none, runs it)"
+	case err != nil:
+		return "", cmdutil.APIMessage(err)
+	}
+	if err := pipeline.CheckControlled(cm, "ConfigMap", tj); err != nil {
+		return "", err.Error()
+	}
+	return cm.Data[snapshot.Key], ""
+}
+
+// jobsOf are the JobSet's Jobs as the page shows them.
+func jobsOf(jobs []batchv1.Job) []Job {
+	out := make([]Job, 0, len(jobs))
+	for _, j := range jobs {
+		row := Job{Name: j.Name, ReplicatedJob: j.Labels[jobsetv1alpha2.ReplicatedJobNameKey], Completions: printers.None,
+			Active: j.Status.Active, Succeeded: j.Status.Succeeded, Failed: j.Status.Failed, Status: "Running"}
+		if j.Spec.Completions != nil {
+			row.Completions = strconv.Itoa(int(*j.Spec.Completions))
+		}
+		for _, c := range j.Status.Conditions {
+			if c.Status == corev1.ConditionTrue && (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed || c.Type == batchv1.JobSuspended) {
+				row.Status = string(c.Type)
+			}
+		}
+		out = append(out, row)
+	}
+	slices.SortFunc(out, func(a, b Job) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// pipeline answers describe-pipeline's description of the TrainJob: what each plugin of each extension point
+// changed, as the binary's operator builds it now.
+func (s *Server) pipeline(w http.ResponseWriter, r *http.Request) {
+	namespace, name := r.PathValue("namespace"), r.PathValue("name")
+	if !s.shows(namespace) {
+		writeError(w, apierrors.NewNotFound(trainer.GroupVersion.WithResource("trainjobs").GroupResource(), name))
+		return
+	}
+	decoder := serializer.NewCodecFactory(s.Client.Scheme()).UniversalDeserializer()
+	d, err := describe.Live(r.Context(), s.Client, decoder, s.Pipeline, namespace, name)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, d)
 }
 
 // shows tells whether the dashboard shows namespace: the one of the command, or every one with -A.

@@ -3,9 +3,11 @@ package dashboard
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,11 +17,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+	"sigs.k8s.io/yaml"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/dryrun"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/scheme"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/describe"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/kueue"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/kueue/kueuetest"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/list"
@@ -82,7 +86,7 @@ func clusterServer(t *testing.T, api *kueuetest.API, objs ...client.Object) *Ser
 		t.Fatal(err)
 	}
 	kc := api.Client()
-	return &Server{Token: testToken, Namespace: "team-a", Client: c, Kueue: kc, Rows: list.NewRows(c, fw).InQueues(kc, "team-a"),
+	return &Server{Token: testToken, Namespace: "team-a", Client: c, Kueue: kc, Rows: list.NewRows(c, fw).InQueues(kc, "team-a"), Pipeline: &cmdutil.Pipeline{},
 		Clock: clocktesting.NewFakePassiveClock(now)}
 }
 
@@ -133,5 +137,75 @@ func TestListQueue(t *testing.T) {
 		if string(r.Stage) != want.stage || r.Reason != want.reason || r.Position != want.position {
 			t.Errorf("%s: stage %s, reason %q, position %q; want %s, %q, %q", want.name, r.Stage, r.Reason, r.Position, want.stage, want.reason, want.position)
 		}
+	}
+}
+
+// controlledBy makes owner obj's controller.
+func controlledBy(obj, owner client.Object, kind string) {
+	obj.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "v1", Kind: kind, Name: owner.GetName(), UID: owner.GetUID(), Controller: ptr.To(true)}})
+}
+
+// builtTrainJob is TrainJob llama in LocalQueue gpu, admitted and running, with its runtime snapshot, its JobSet,
+// one Job and its pod, and its Workload in api.
+func builtTrainJob(t *testing.T, api *kueuetest.API) []client.Object {
+	tj := queuedIn("llama")
+	tj.Spec.Suspend = ptr.To(false)
+	rt := torch()
+	rt.SetGroupVersionKind(trainer.GroupVersion.WithKind(trainer.ClusterTrainingRuntimeKind))
+	runtimeYAML, err := yaml.Marshal(rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snapshot := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "llama-runtime-snapshot"},
+		Data: map[string]string{"runtime": string(runtimeYAML)}}
+	controlledBy(snapshot, tj, trainer.TrainJobKind)
+	js := &jobsetv1alpha2.JobSet{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "llama", UID: "uid-js"}}
+	controlledBy(js, tj, trainer.TrainJobKind)
+	labels := map[string]string{jobsetv1alpha2.JobSetNameKey: "llama", jobsetv1alpha2.ReplicatedJobNameKey: "node"}
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "llama-node-0", UID: "uid-job", Labels: labels}}
+	controlledBy(job, js, "JobSet")
+	job.Spec.Completions, job.Spec.Parallelism = ptr.To[int32](2), ptr.To[int32](2)
+	job.Status.Active = 2
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "llama-node-0-0-x1", Labels: labels}}
+	controlledBy(pod, job, "Job")
+	pod.Status.Phase = corev1.PodRunning
+	wl := pendingWorkload(tj)
+	wl.Status.Conditions = []metav1.Condition{{Type: kueue.ConditionAdmitted, Status: metav1.ConditionTrue, Reason: "Admitted", Message: "The workload is admitted"}}
+	api.Workloads = append(api.Workloads, wl)
+	return []client.Object{tj, snapshot, js, job, pod}
+}
+
+// TestTrainJobObjects: a TrainJob's page holds its Jobs, its Kueue Workload and its runtime snapshot as YAML
+// besides the TrainJob and the JobSet, and describe-pipeline's table of what each plugin changed.
+func TestTrainJobObjects(t *testing.T) {
+	api := &kueuetest.API{Versions: []string{"v1beta2"}, LocalQueues: []kueue.LocalQueue{gpuQueue()}}
+	s := clusterServer(t, api, builtTrainJob(t, api)...)
+	got := getJSON[TrainJob](t, s, "/api/trainjobs/team-a/llama")
+	if len(got.Jobs) != 1 || got.Jobs[0].Name != "llama-node-0" || got.Jobs[0].Active != 2 || got.Jobs[0].Completions != "2" {
+		t.Errorf("jobs %+v, want llama-node-0 with 2 active of 2 completions", got.Jobs)
+	}
+	for what, y := range map[string]struct{ yaml, want string }{
+		"Workload":         {got.WorkloadYAML, "name: trainjob-llama"},
+		"runtime snapshot": {got.RuntimeYAML, "kind: ClusterTrainingRuntime"},
+		"JobSet":           {got.JobSetYAML, "kind: JobSet"},
+	} {
+		if !strings.Contains(y.yaml, y.want) {
+			t.Errorf("the %s's YAML lacks %q:\n%s", what, y.want, y.yaml)
+		}
+	}
+
+	d := getJSON[describe.Description](t, s, "/api/trainjobs/team-a/llama/pipeline")
+	var plugins []string
+	for _, ph := range d.Phases {
+		for _, pt := range ph.Points {
+			for _, p := range pt.Plugins {
+				if len(p.Changes) > 0 {
+					plugins = append(plugins, ph.Name+"/"+pt.Name+"/"+p.Name)
+				}
+			}
+		}
+	}
+	if d.Runtime != "ClusterTrainingRuntime/torch" || len(plugins) == 0 || d.Now == nil {
+		t.Errorf("describe-pipeline: runtime %q, now %+v, plugins that changed something %q; want the torch runtime's pipeline", d.Runtime, d.Now, plugins)
 	}
 }

@@ -134,29 +134,9 @@ func (o *Options) Validate() error {
 
 // Run describes the pipeline.
 func (o *Options) Run(ctx context.Context) error {
-	in, err := o.inputs(ctx)
+	d, err := o.describe(ctx)
 	if err != nil {
 		return err
-	}
-	tj, runtimes := in.TrainJobs[0], in.Runtimes
-	// Objects of other kinds in the files are the cluster the plugins see;
-	// for a live TrainJob or runtime, the plugins see nothing else, as
-	// render does.
-	fw, err := o.Pipeline.Framework(ctx, in)
-	if err != nil {
-		return err
-	}
-	d, err := Describe(ctx, fw, tj, runtimes)
-	if err != nil {
-		return err
-	}
-	if o.Name != "" {
-		d.Now = &Now{Stage: stage.Of(tj)}
-		for _, c := range tj.Status.Conditions {
-			if c.Status == "True" {
-				d.Now.Conditions = append(d.Now.Conditions, c.Type+" ("+c.Reason+")")
-			}
-		}
 	}
 	switch o.Output {
 	case "json":
@@ -174,32 +154,68 @@ func (o *Options) Run(ctx context.Context) error {
 	return d.WriteText(o.Streams.Out)
 }
 
-// inputs returns the TrainJob to describe (the only one of TrainJobs), the
+// describe describes the pipeline of the TrainJob NAME, of --runtime or of the files.
+func (o *Options) describe(ctx context.Context) (*Description, error) {
+	if o.Name != "" {
+		return Live(ctx, o.client, o.decoder, &o.Pipeline, o.namespace, o.Name)
+	}
+	in, err := o.inputs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// Objects of other kinds in the files are the cluster the plugins see; for a live runtime, the plugins see
+	// nothing else, as render does.
+	fw, err := o.Pipeline.Framework(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	return Describe(ctx, fw, in.TrainJobs[0], in.Runtimes)
+}
+
+// Live describes the pipeline of TrainJob namespace/name of the cluster, read with c, as p builds it from the
+// runtime it runs from (its snapshot, else the runtime it references), and where it is now. The dashboard
+// shows it too.
+func Live(ctx context.Context, c client.Reader, decoder runtime.Decoder, p *cmdutil.Pipeline, namespace, name string) (*Description, error) {
+	tj, err := cmdutil.GetTrainJob(ctx, c, namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	rt, err := cmdutil.LiveRuntime(ctx, c, decoder, tj)
+	if err != nil {
+		return nil, err
+	}
+	in := &dryrun.Inputs{TrainJobs: []*trainer.TrainJob{tj}, Runtimes: []*pipeline.Runtime{rt}}
+	fw, err := p.Framework(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	d, err := Describe(ctx, fw, tj, in.Runtimes)
+	if err != nil {
+		return nil, err
+	}
+	d.Now = &Now{Stage: stage.Of(tj)}
+	for _, c := range tj.Status.Conditions {
+		if c.Status == "True" {
+			d.Now.Conditions = append(d.Now.Conditions, c.Type+" ("+c.Reason+")")
+		}
+	}
+	return d, nil
+}
+
+// inputs returns the TrainJob to describe (the only one of TrainJobs) of the files or of --runtime, the
 // runtimes to resolve it, and, from files, the objects of other kinds.
 func (o *Options) inputs(ctx context.Context) (*dryrun.Inputs, error) {
-	switch {
-	case len(o.Files) > 0:
+	if len(o.Files) > 0 {
 		return dryrun.LoadOneTrainJob(ctx, o.namespace, o.Streams.In, o.Files, o.RuntimeFiles...)
-	case o.Runtime != "":
-		tj := &trainer.TrainJob{}
-		tj.Name, tj.Namespace = "example", o.namespace
-		tj.Spec.RuntimeRef = trainer.RuntimeRef{Name: o.Runtime, APIGroup: ptr.To(trainer.GroupVersion.Group), Kind: ptr.To(o.RuntimeKind)}
-		rt, err := cmdutil.LiveRuntime(ctx, o.client, o.decoder, tj)
-		if err != nil {
-			return nil, err
-		}
-		return &dryrun.Inputs{TrainJobs: []*trainer.TrainJob{tj}, Runtimes: []*pipeline.Runtime{rt}}, nil
-	default:
-		tj, err := cmdutil.GetTrainJob(ctx, o.client, o.namespace, o.Name)
-		if err != nil {
-			return nil, err
-		}
-		rt, err := cmdutil.LiveRuntime(ctx, o.client, o.decoder, tj)
-		if err != nil {
-			return nil, err
-		}
-		return &dryrun.Inputs{TrainJobs: []*trainer.TrainJob{tj}, Runtimes: []*pipeline.Runtime{rt}}, nil
 	}
+	tj := &trainer.TrainJob{}
+	tj.Name, tj.Namespace = "example", o.namespace
+	tj.Spec.RuntimeRef = trainer.RuntimeRef{Name: o.Runtime, APIGroup: ptr.To(trainer.GroupVersion.Group), Kind: ptr.To(o.RuntimeKind)}
+	rt, err := cmdutil.LiveRuntime(ctx, o.client, o.decoder, tj)
+	if err != nil {
+		return nil, err
+	}
+	return &dryrun.Inputs{TrainJobs: []*trainer.TrainJob{tj}, Runtimes: []*pipeline.Runtime{rt}}, nil
 }
 
 // Now is where a live TrainJob is.

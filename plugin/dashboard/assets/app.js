@@ -218,7 +218,9 @@ function showTrainJob(namespace, name) {
   main.replaceChildren(
     el('nav', { class: 'crumbs' }, el('a', { href: '#/' }, 'TrainJobs'), ' / ', namespace, ' / ', el('strong', {}, name)),
     el('div', { id: 'detail' }, el('p', { class: 'muted' }, 'Loading…')),
-    logPanel(namespace, name));
+    logPanel(namespace, name),
+    section('Pipeline plugins', el('div', { id: 'describe-pipeline' }, el('p', { class: 'muted' }, 'Loading…'))));
+  loadDescribe(namespace, name);
   follow('/api/watch/' + encodeURIComponent(namespace) + '/' + encodeURIComponent(name), {
     trainjob: (data) => { state.detail = data; renderDetail(namespace, name); },
     error: (err) => { document.getElementById('detail').replaceChildren(errorBox(err)); },
@@ -229,8 +231,8 @@ function section(title, ...children) {
   return el('section', { class: 'card' }, el('h2', {}, title), ...children);
 }
 
-function table(headers, rows) {
-  return el('div', { class: 'scroll' }, el('table', { class: 'grid' },
+function table(headers, rows, id) {
+  return el('div', { class: 'scroll' }, el('table', { class: 'grid', id },
     el('thead', {}, el('tr', {}, headers.map((h) => el('th', {}, h)))),
     el('tbody', {}, rows.map((r) => el('tr', {}, r.map((c) => el('td', {}, c ?? '-')))))));
 }
@@ -261,13 +263,65 @@ function renderDetail(namespace, name) {
     out.push(section('Warnings', table(['Last seen', 'Object', 'Reason', 'Message'],
       s.warnings.map((w) => [clock(w.lastSeen), w.object, w.reason, w.message]))));
   }
+  out.push(section('Jobs', table(['Name', 'Replicated job', 'Completions', 'Active', 'Succeeded', 'Failed', 'Status'],
+    (d.jobs || []).map((j) => [j.name, j.replicatedJob, j.completions, j.active, j.succeeded, j.failed, j.status]), 'jobs')));
+  out.push(section('Pods', el('details', { id: 'pods-details' }, el('summary', {}, s.pods.length + ' pods'),
+    table(['Name', 'Replicated job', 'Rank', 'Node', 'GPUs', 'Status', 'Restarts', 'Started'],
+      s.pods.map((p) => [p.name, p.replicatedJob, p.rank, p.node, p.gpus, p.status, p.restarts, p.started ? clock(p.started) : '-']), 'pods'))));
+  if (s.queue) out.push(queueCard(s.queue));
   out.push(section('YAML',
-    el('details', {}, el('summary', {}, 'TrainJob'), el('pre', { class: 'yaml' }, d.trainJobYAML)),
-    el('details', {}, el('summary', {}, 'JobSet'), el('pre', { class: 'yaml' }, d.jobSetYAML || d.jobSetError || ''))));
+    yamlBlock('yaml-trainjob', 'TrainJob', d.trainJobYAML),
+    yamlBlock('yaml-jobset', 'JobSet', d.jobSetYAML || d.jobSetError || ''),
+    d.workloadYAML ? yamlBlock('yaml-workload', 'Kueue Workload', d.workloadYAML) : null,
+    yamlBlock('yaml-runtime', 'Runtime snapshot', d.runtimeYAML || d.runtimeError || '')));
   const detail = document.getElementById('detail');
+  // The page is drawn again at every change: what the user opened stays open.
+  const open = [...detail.querySelectorAll('details[open][id]')].map((e) => e.id);
   detail.replaceChildren(...out);
+  for (const id of open) { const e = document.getElementById(id); if (e) e.open = true; }
   sizeBars(detail);
   updateLogPicker(s.pods);
+}
+
+function yamlBlock(id, title, text) {
+  return el('details', { id }, el('summary', {}, title), el('pre', { class: 'yaml' }, text));
+}
+
+// queueCard is what Kueue says of the TrainJob, as status says it.
+function queueCard(q) {
+  const rows = [['LocalQueue', q.localQueue], ['ClusterQueue', q.clusterQueue], ['Workload', q.workload], ['Priority', q.priority],
+    ['Priority class', q.priorityClass], ['Position', q.position], ['Admitted', q.admitted === undefined ? undefined : (q.admitted ? 'yes' : 'no')],
+    ['Not admitted', q.notAdmitted], ['Kueue', q.note]];
+  return section('Kueue', el('dl', { class: 'facts', id: 'kueue' },
+    rows.filter(([, v]) => v !== undefined && v !== null && v !== '').flatMap(([k, v]) => [el('dt', {}, k), el('dd', {}, v)])));
+}
+
+// loadDescribe draws describe-pipeline's table: each plugin of each extension point and what it changed, as the
+// binary's operator builds the TrainJob.
+async function loadDescribe(namespace, name) {
+  const box = document.getElementById('describe-pipeline');
+  let d;
+  try {
+    d = await api('GET', '/api/trainjobs/' + encodeURIComponent(namespace) + '/' + encodeURIComponent(name) + '/pipeline');
+  } catch (e) {
+    box.replaceChildren(errorBox(e));
+    return;
+  }
+  const rows = [];
+  for (const ph of d.phases || []) {
+    for (const pt of ph.extensionPoints || []) {
+      if (!pt.plugins || !pt.plugins.length) rows.push([ph.name, pt.name, '(no plugin)', '-']);
+      for (const p of pt.plugins || []) {
+        const what = [...(p.changes || []).map((c) => c.where + ': ' + c.what), ...(p.objects || []).map((o) => 'builds ' + o)];
+        if (p.result) what.push(p.result);
+        rows.push([ph.name, pt.name, p.name, what.join('\n') || '-']);
+      }
+    }
+  }
+  box.replaceChildren(el('p', { class: 'muted' }, 'Runtime ', d.runtime),
+    table(['Phase', 'Extension point', 'Plugin', 'What it changed'], rows, 'describe-table'),
+    (d.warnings || []).map((w) => el('p', { class: 'muted' }, 'Warning: ', w)),
+    d.error ? errorBox({ error: d.error }) : null);
 }
 
 function failureCard(f, text) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
@@ -28,6 +29,10 @@ func testDashboardInBrowser(t *testing.T, c *cluster.Cluster) {
 	tj := runningTrainJob(f, "llama")
 	failedTrainJob(f, "oom")
 	runningTrainJob(f, "other")
+	f.create(&trainer.TrainingRuntime{ObjectMeta: metav1.ObjectMeta{Name: "team-torch"}, Spec: minimalRuntimeSpec()})
+	f.trainJob("described", 1, false, func(tj *trainer.TrainJob) {
+		tj.Spec.RuntimeRef = trainer.RuntimeRef{Name: "team-torch", Kind: ptr.To(trainer.TrainingRuntimeKind)}
+	})
 	page := startDashboard(t, kubeArgs(c, f.ns)...)
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium), chromedp.NoSandbox,
@@ -95,7 +100,25 @@ func testDashboardInBrowser(t *testing.T, c *cluster.Cluster) {
 	if n := inBrowser(t, ctx, browser, "the actions", chromedp.Evaluate[int](`document.querySelectorAll("button.action").length`)); n != 0 {
 		t.Errorf("a read-only dashboard shows %d action buttons", n)
 	}
+	// Its Jobs, pods and YAML; without a runtime snapshot, the page says why.
+	do("the TrainJob's objects", chromedp.WaitVisible(chromedp.CSS(`#jobs tbody tr`)))
+	for sel, want := range map[string]string{"#jobs": "oom-node-0", "#pods": "oom-node-0-0-x00", "#yaml-runtime": "no runtime snapshot",
+		"#yaml-trainjob": "kind: TrainJob", "#yaml-jobset": "kind: JobSet"} {
+		if got := inBrowser(t, ctx, browser, sel, chromedp.TextContent(chromedp.CSS(sel))); !strings.Contains(got, want) {
+			t.Errorf("%s lacks %q:\n%s", sel, want, got)
+		}
+	}
 	screenshots("trainjob")
+
+	// describe-pipeline's table: what each plugin changed, of a TrainJob whose runtime is there.
+	inBrowser(t, ctx, browser, "open described", chromedp.Evaluate[string](`location.hash = "#/trainjob/`+f.ns+`/described"`))
+	do("describe-pipeline", chromedp.WaitVisible(chromedp.CSS(`#describe-table tbody tr, #describe-pipeline .error`)))
+	described := inBrowser(t, ctx, browser, "describe-pipeline's table", chromedp.Text(chromedp.CSS(`#describe-pipeline`)))
+	for _, want := range []string{"Build", "EnforceMLPolicy", "Torch", "ComponentBuilder", "builds "} {
+		if !strings.Contains(described, want) {
+			t.Errorf("describe-pipeline's table lacks %q:\n%s", want, described)
+		}
+	}
 
 	// With --allow-writes the page suspends and resumes, and shows each change of stage as it happens.
 	rw := startDashboard(t, withArgs(kubeArgs(c, f.ns), "--allow-writes")...)
