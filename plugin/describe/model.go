@@ -6,22 +6,63 @@ import (
 	"io"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/admission"
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/dryrun"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/optimization"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/optimization/search"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/optimizationjob"
 )
 
 // Description is what describe-pipeline shows.
 type Description struct {
 	TrainJob string        `json:"trainJob"`
 	Runtime  string        `json:"runtime"`
+	Trial    *Trial        `json:"trial,omitempty"`
 	Now      *Now          `json:"now,omitempty"`
 	Phases   []PhaseReport `json:"phases"`
 	Warnings []string      `json:"warnings,omitempty"`
 	Error    string        `json:"error,omitempty"`
+}
+
+// Trial is what the controller of an OptimizationJob injected into a TrainJob that is its trial (KEP-2605): the
+// assignment, as its annotation holds it, and the KUBEFLOW_TRAINER_OPT_<NAME> variables of spec.trainer.env,
+// which the pipeline puts into the trainer's containers as any env of the TrainJob.
+type Trial struct {
+	OptimizationJob string `json:"optimizationJob"`
+	// Index is the trial's place in the search (our controller's label), nil when unknown.
+	Index *int `json:"index,omitempty"`
+	// Parameters are the assignment of the annotation trainer.kubeflow.org/trial-parameters, if any.
+	Parameters []trainer.ParameterAssignment `json:"parameters,omitempty"`
+	Env        []corev1.EnvVar               `json:"env,omitempty"`
+}
+
+// trialOf is what an OptimizationJob injected into tj, nil when no OptimizationJob controls it.
+func trialOf(tj *trainer.TrainJob) *Trial {
+	ref := metav1.GetControllerOf(tj)
+	if ref == nil || ref.Kind != trainer.OptimizationJobKind {
+		return nil
+	}
+	t := &Trial{OptimizationJob: ref.Name}
+	if i, ok := optimization.TrialIndex(tj); ok {
+		t.Index = &i
+	}
+	if a, err := optimization.TrialParameters(tj); err == nil {
+		t.Parameters = a
+	}
+	if tj.Spec.Trainer != nil {
+		for _, e := range tj.Spec.Trainer.Env {
+			if strings.HasPrefix(e.Name, search.EnvPrefix) {
+				t.Env = append(t.Env, e)
+			}
+		}
+	}
+	return t
 }
 
 // PhaseReport is one phase of the framework.
@@ -55,6 +96,7 @@ func Describe(ctx context.Context, fw *pipeline.Framework, tj *trainer.TrainJob,
 	d := &Description{
 		TrainJob: tj.Namespace + "/" + tj.Name,
 		Runtime:  rt.GroupKind().Kind + "/" + rt.Object.GetName() + frameworkOf(rt.Object),
+		Trial:    trialOf(tj),
 	}
 	tr := &pipeline.Trace{}
 	warnings, verrs := fw.Validate(ctx, rt, nil, tj)
@@ -120,6 +162,24 @@ func frameworkOf(o client.Object) string {
 func (d *Description) WriteText(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "TrainJob:  %s\nRuntime:   %s\n", d.TrainJob, d.Runtime)
+	if t := d.Trial; t != nil {
+		b.WriteString("Trial:     ")
+		if t.Index != nil {
+			fmt.Fprintf(&b, "%d of ", *t.Index)
+		}
+		fmt.Fprintf(&b, "%s%s", optimizationjob.Prefix, t.OptimizationJob)
+		if len(t.Parameters) > 0 {
+			fmt.Fprintf(&b, ": %s (annotation %s)", optimizationjob.Assignments(t.Parameters), optimization.ParametersAnnotation)
+		}
+		b.WriteString("\n")
+		if len(t.Env) > 0 {
+			env := make([]string, len(t.Env))
+			for i, e := range t.Env {
+				env[i] = e.Name + "=" + e.Value
+			}
+			fmt.Fprintf(&b, "           injected as spec.trainer.env %s\n", strings.Join(env, " "))
+		}
+	}
 	if d.Now != nil {
 		fmt.Fprintf(&b, "Now:       %s", d.Now.Stage)
 		if len(d.Now.Conditions) > 0 {
