@@ -12,11 +12,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 )
 
 // TestTorchDRA: a torch TrainJob whose trainer pods claim 8 GPUs each through DRA (a runtimePatch's
-// resourceClaims, KEP-2782) completes on the simulated GPU nodes: the kube-scheduler allocates each pod's claim
+// resourceClaims, KEP-2782), then one on the shipped runtime torch-distributed-dra, complete on the simulated GPU nodes: the kube-scheduler allocates each pod's claim
 // from its node's ResourceSlice, at most one such pod per node, and the pipeline counts the claimed GPUs as it counts nvidia.com/gpu (torchrun
 // starts one process per GPU: PET_NPROC_PER_NODE=auto, where a CPU pod gets its CPU count).
 func TestTorchDRA(t *testing.T) {
@@ -32,7 +33,31 @@ func TestTorchDRA(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	pods := podsOf(runToCompletion(t, ns, "torch-dra.yaml", "torch-dra"), "node")
+	checkDRAPods(t, podsOf(runToCompletion(t, ns, "torch-dra.yaml", "torch-dra"), "node"))
+
+	// The shipped runtime torch-distributed-dra claims from the namespace's ResourceClaimTemplate trainer-gpus.
+	tmpl = &resourcev1.ResourceClaimTemplate{}
+	tmpl.Name, tmpl.Namespace = "trainer-gpus", ns
+	tmpl.Spec.Spec.Devices.Requests = []resourcev1.DeviceRequest{{Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{
+		DeviceClassName: cluster.DRADeviceClass, AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: 8,
+	}}}
+	if err := suite.client.Create(t.Context(), tmpl); err != nil {
+		t.Fatal(err)
+	}
+	mustKubectlTrainJob(t, "create", "-n", ns, "on-dra-runtime", "--runtime", "torch-distributed-dra", "--nodes", "2",
+		"--env", "SIM_RUN_SECONDS=3", "--", "torchrun", "/workspace/train.py")
+	waitTrainJob(t, ns, "on-dra-runtime", trainer.TrainJobComplete, runTimeout)
+	pods, err := jobSetPods(t.Context(), ns, "on-dra-runtime")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkDRAPods(t, podsOf(pods, "node"))
+}
+
+// checkDRAPods: the 2 pods of a TrainJob that claimed 8 GPUs a pod through DRA succeeded, each on a GPU node of
+// its own with its claim, without nvidia.com/gpu, and torchrun started one process per GPU.
+func checkDRAPods(t *testing.T, pods []corev1.Pod) {
+	t.Helper()
 	if len(pods) != 2 {
 		t.Fatalf("%d pods of replicated job node, want 2", len(pods))
 	}
