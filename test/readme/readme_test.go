@@ -92,6 +92,11 @@ var commands = map[string]runBy{
 	"kubectl trainjob port-forward llama 16006:6006 --rank 1":                         {tests: []string{"test/realnode.TestPortForward"}},
 	"kubectl trainjob dashboard":                                                      {tests: []string{"test/integration/cli.TestLifecycle/dashboard"}},
 
+	// README: Hyperparameter search; docs/commands.md: optimize.
+	"kubectl trainjob status optimizationjob/sweep":                           {tests: []string{"test/integration/cli.TestOptimization/status"}},
+	"kubectl trainjob list --optimizations":                                   {tests: []string{"test/integration/cli.TestOptimization/status"}},
+	"kubectl trainjob delete optimizationjob/sweep optimizationjob/from-file": {tests: []string{"test/integration/cli.TestOptimization/status"}},
+
 	// docs/dashboard.md.
 	"kubectl trainjob dashboard -A --allow-writes": {tests: []string{"test/integration/cli.TestLifecycle/dashboard"}},
 
@@ -152,7 +157,10 @@ var commands = map[string]runBy{
 // outputs maps each command whose output a document shows (in a `console` block) to the golden file the output
 // is taken from, from the repository's root.
 var outputs = map[string]string{
-	"kubectl trainjob list": "test/integration/cli/testdata/list/table.golden",
+	"kubectl trainjob status optimizationjob/sweep":                           "test/integration/cli/testdata/optimize/status.golden",
+	"kubectl trainjob list --optimizations":                                   "test/integration/cli/testdata/optimize/list.golden",
+	"kubectl trainjob delete optimizationjob/sweep optimizationjob/from-file": "test/integration/cli/testdata/optimize/delete-answer-no.golden",
+	"kubectl trainjob list":                                                   "test/integration/cli/testdata/list/table.golden",
 	"kubectl trainjob create llama --runtime torch-distributed --nodes 4 --gpus-per-node 8 --queue team-a -- torchrun train.py --lr 3e-4": "test/integration/cli/testdata/create/flags.golden",
 	"kubectl trainjob create bad --runtime no-such-runtime":                                                                               "test/integration/cli/testdata/create/unknown-runtime.golden",
 	"kubectl trainjob fit -f trainjob.yaml":                                                                                               "test/integration/cli/testdata/fit/two-of-four-now.golden",
