@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/subtle"
@@ -12,6 +13,7 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -380,7 +382,8 @@ func (s *Server) trainJob(w http.ResponseWriter, r *http.Request) {
 }
 
 // log streams the log of one pod of the TrainJob (its container of the trainer, the first), the last lines
-// of it and, with follow=1, what it writes next.
+// of it and, with follow=1, what it writes next; of its previous container with previous=1; with grep=REGEXP
+// only the lines that match.
 func (s *Server) log(w http.ResponseWriter, r *http.Request) {
 	namespace, name, podName := r.PathValue("namespace"), r.PathValue("name"), r.URL.Query().Get("pod")
 	if !s.shows(namespace) {
@@ -396,6 +399,14 @@ func (s *Server) log(w http.ResponseWriter, r *http.Request) {
 		writeError(w, apierrors.NewNotFound(corev1.Resource("pods"), podName))
 		return
 	}
+	var grep *regexp.Regexp
+	if expr := r.URL.Query().Get("grep"); expr != "" {
+		var err error
+		if grep, err = regexp.Compile(expr); err != nil {
+			writeJSON(w, http.StatusBadRequest, errorBody{Error: fmt.Sprintf("grep: invalid regular expression: %v", err)})
+			return
+		}
+	}
 	opts := &corev1.PodLogOptions{Follow: r.URL.Query().Get("follow") == "1", TailLines: ptr.To[int64](500),
 		Previous: r.URL.Query().Get("previous") == "1"}
 	stream, err := s.Logs.CoreV1().Pods(namespace).GetLogs(podName, opts).Stream(r.Context())
@@ -406,6 +417,25 @@ func (s *Server) log(w http.ResponseWriter, r *http.Request) {
 	defer func() { _ = stream.Close() }()
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	flusher, _ := w.(http.Flusher)
+	flush := func() {
+		if flusher != nil {
+			flusher.Flush()
+		}
+	}
+	if grep != nil {
+		// Line by line: only the lines that match, each as soon as it is written.
+		lines := bufio.NewScanner(stream)
+		lines.Buffer(nil, 1<<20)
+		for lines.Scan() {
+			if grep.Match(lines.Bytes()) {
+				if _, err := fmt.Fprintf(w, "%s\n", lines.Bytes()); err != nil {
+					return
+				}
+				flush()
+			}
+		}
+		return
+	}
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := stream.Read(buf)
@@ -413,9 +443,7 @@ func (s *Server) log(w http.ResponseWriter, r *http.Request) {
 			if _, werr := w.Write(buf[:n]); werr != nil {
 				return
 			}
-			if flusher != nil {
-				flusher.Flush()
-			}
+			flush()
 		}
 		if err != nil {
 			return

@@ -320,8 +320,8 @@ async function loadDescribe(namespace, name) {
   }
   box.replaceChildren(el('p', { class: 'muted' }, 'Runtime ', d.runtime),
     table(['Phase', 'Extension point', 'Plugin', 'What it changed'], rows, 'describe-table'),
-    (d.warnings || []).map((w) => el('p', { class: 'muted' }, 'Warning: ', w)),
-    d.error ? errorBox({ error: d.error }) : null);
+    ...(d.warnings || []).map((w) => el('p', { class: 'muted' }, 'Warning: ', w)),
+    d.error ? errorBox({ error: d.error }) : '');
 }
 
 function failureCard(f, text) {
@@ -402,24 +402,32 @@ function logPanel(namespace, name) {
   const picker = el('select', { id: 'log-pod', 'aria-label': 'Pod' }, el('option', { value: '' }, 'Pick a rank…'));
   const followBox = el('input', { type: 'checkbox', id: 'log-follow', checked: true });
   const previous = el('input', { type: 'checkbox', id: 'log-previous' });
+  const failedOnly = el('input', { type: 'checkbox', id: 'log-failed' });
+  const grep = el('input', { type: 'search', id: 'log-grep', placeholder: 'grep (regular expression)', 'aria-label': 'grep' });
   const out = el('pre', { id: 'log', class: 'log' });
-  const start = () => startLog(namespace, name, picker.value, followBox.checked, previous.checked);
+  const start = () => startLog(namespace, name, picker.value, followBox.checked, previous.checked, grep.value);
   picker.addEventListener('change', start);
   followBox.addEventListener('change', start);
   previous.addEventListener('change', start);
-  return section('Logs', el('div', { class: 'toolbar' }, picker,
-    el('label', {}, followBox, ' follow'), el('label', {}, previous, ' previous container')), out);
+  grep.addEventListener('change', start);
+  failedOnly.addEventListener('change', () => { if (state.detail) updateLogPicker(state.detail.summary.pods); });
+  return section('Logs', el('div', { class: 'toolbar' }, picker, grep,
+    el('label', {}, followBox, ' follow'), el('label', {}, previous, ' previous container'),
+    el('label', {}, failedOnly, ' failed ranks only')), out);
 }
 
+// updateLogPicker offers the pods' logs, only those of failed or restarted ranks when the box says so.
 function updateLogPicker(pods) {
   const picker = document.getElementById('log-pod');
   if (!picker) return;
+  const failedOnly = document.getElementById('log-failed').checked;
+  pods = pods.filter((p) => !failedOnly || ['pod-failed', 'pod-restarted'].includes(podClass(p)) || p.restarts > 0);
   const want = pods.map((p) => p.name);
   const have = [...picker.options].slice(1).map((o) => o.value);
   if (want.join() === have.join()) return;
   const current = picker.value;
   picker.replaceChildren(el('option', { value: '' }, 'Pick a rank…'),
-    pods.map((p) => el('option', { value: p.name, selected: p.name === current }, (p.replicatedJob || '') + ' rank ' + (p.rank || '-') + ' · ' + p.name)));
+    ...pods.map((p) => el('option', { value: p.name, selected: p.name === current }, (p.replicatedJob || '') + ' rank ' + (p.rank || '-') + ' · ' + p.name)));
 }
 
 function openLog(pod) {
@@ -434,7 +442,7 @@ function stopLog() {
   state.logAbort = null;
 }
 
-async function startLog(namespace, name, pod, followLog, previous) {
+async function startLog(namespace, name, pod, followLog, previous, grep) {
   stopLog();
   const out = document.getElementById('log');
   out.textContent = '';
@@ -442,6 +450,7 @@ async function startLog(namespace, name, pod, followLog, previous) {
   const abort = new AbortController();
   state.logAbort = abort;
   const q = new URLSearchParams({ pod, follow: followLog ? '1' : '0', previous: previous ? '1' : '0' });
+  if (grep) q.set('grep', grep);
   try {
     const resp = await fetch('/api/trainjobs/' + encodeURIComponent(namespace) + '/' + encodeURIComponent(name) + '/log?' + q, { signal: abort.signal });
     if (!resp.ok) {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -27,7 +28,9 @@ func testDashboardInBrowser(t *testing.T, c *cluster.Cluster) {
 	chromium := cluster.RequireChromium(t)
 	f := fixtureOn(t, c)
 	tj := runningTrainJob(f, "llama")
-	failedTrainJob(f, "oom")
+	oom := failedTrainJob(f, "oom")
+	// A rank that still runs beside the one that failed: the logs panel can leave it out.
+	f.pod(oom, podState{rj: "node", rank: 1, node: "gpu-node-3", gpus: 8, phase: corev1.PodRunning, started: 72 * time.Second})
 	runningTrainJob(f, "other")
 	f.create(&trainer.TrainingRuntime{ObjectMeta: metav1.ObjectMeta{Name: "team-torch"}, Spec: minimalRuntimeSpec()})
 	f.trainJob("described", 1, false, func(tj *trainer.TrainJob) {
@@ -109,6 +112,19 @@ func testDashboardInBrowser(t *testing.T, c *cluster.Cluster) {
 		}
 	}
 	screenshots("trainjob")
+
+	// The logs panel: every rank, or only the failed ones; a grep.
+	options := func() []string {
+		t.Helper()
+		return inBrowser(t, ctx, browser, "the log's ranks", chromedp.Evaluate[[]string](`[...document.querySelectorAll("#log-pod option")].slice(1).map((o) => o.value)`))
+	}
+	if got := options(); len(got) != 2 {
+		t.Errorf("the logs panel offers %q, want both ranks of oom", got)
+	}
+	do("failed ranks only", chromedp.Click(chromedp.CSS(`#log-failed`)), chromedp.WaitVisible(chromedp.CSS(`#log-grep`)))
+	if got := options(); len(got) != 1 || got[0] != "oom-node-0-0-x00" {
+		t.Errorf("with failed ranks only the logs panel offers %q, want oom-node-0-0-x00", got)
+	}
 
 	// describe-pipeline's table: what each plugin changed, of a TrainJob whose runtime is there.
 	inBrowser(t, ctx, browser, "open described", chromedp.Evaluate[string](`location.hash = "#/trainjob/`+f.ns+`/described"`))
