@@ -5,10 +5,17 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"sigs.k8s.io/yaml"
+
+	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/optimization"
+	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/optimization/search"
 
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
@@ -171,4 +178,35 @@ func mustRead(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(data)
+}
+
+// TestRenderTrial: render of a trial of an OptimizationJob, as its controller makes it (optimization.NewTrial),
+// shows what the controller injected: its KUBEFLOW_TRAINER_OPT_* env in the trainer's container of the JobSet.
+// (The assignment's annotation is the TrainJob's, which render does not print: describe-pipeline shows it.)
+func TestRenderTrial(t *testing.T) {
+	oj := &trainer.OptimizationJob{
+		ObjectMeta: metav1.ObjectMeta{Name: "sweep", Namespace: "default", UID: "uid-sweep"},
+		Spec: trainer.OptimizationJobSpec{TrainJobTemplate: trainer.TrainJobTemplateSpec{Spec: trainer.TrainJobSpec{
+			RuntimeRef: trainer.RuntimeRef{Name: "torch-distributed"},
+			Trainer:    &trainer.Trainer{Command: []string{"python", "train.py"}},
+		}}},
+	}
+	trial, err := optimization.NewTrial(oj, 3, search.Assignment{{Name: "lr", Value: "0.003"}, {Name: "batch_size", Value: "32"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := yaml.Marshal(trial)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, err := run(t, string(data), append([]string{"-f", "-"}, runtimes...)...)
+	if err != nil {
+		t.Fatalf("render: %v\n%s", err, stderr)
+	}
+	golden.Assert(t, "testdata/trial.golden.yaml", []byte(out))
+	for _, want := range []string{`name: KUBEFLOW_TRAINER_OPT_LR\s+value: "0.003"`, `name: KUBEFLOW_TRAINER_OPT_BATCH_SIZE\s+value: "32"`} {
+		if !regexp.MustCompile(want).MatchString(out) {
+			t.Errorf("the rendered JobSet lacks %s", want)
+		}
+	}
 }
