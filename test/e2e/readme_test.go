@@ -58,6 +58,12 @@ var readmeCommands = []readmeCommand{
 		stdout: `^NAME +STAGE +RUNTIME +NODES +GPUS +AGE\nllama +Complete +torch-distributed +4 +32 +\S+\n$`},
 	{command: "kubectl trainjob delete llama", answer: "y\n",
 		stdout: `(?s)These TrainJobs in namespace "\S+" will be deleted with what they own \(--cascade=background\):\n  trainjob/llama \(Complete\): jobset/llama, .*Delete 1 TrainJob\? \[y/N\]: trainjobs\.trainer\.kubeflow\.org "llama" deleted\n$`},
+	// The README's GPUs section: llama again, its GPUs claimed through DRA from a template of its own, which
+	// delete names with it.
+	{command: "kubectl trainjob create llama --runtime torch-distributed --nodes 2 --gpus-per-node 8 --gpu-claim -- torchrun train.py",
+		stdout: `^resourceclaimtemplate\.resource\.k8s\.io/llama-gpu created\ntrainjob\.trainer\.kubeflow\.org/llama created\n$`},
+	{command: "kubectl trainjob delete llama", answer: "y\n",
+		stdout: `(?s)  trainjob/llama \(\w+\): .*resourceclaimtemplate/llama-gpu\n.*"llama" deleted\n$`},
 }
 
 // TestREADMECommands runs the README's commands as they are written, in a namespace of their own (the

@@ -72,7 +72,7 @@ var commands = map[string]runBy{
 	"kubectl trainjob create bad --runtime no-such-runtime":                                                      {tests: []string{"test/integration/cli.TestCreate"}},
 	"kubectl trainjob fit -f trainjob.yaml":                                                                      {tests: []string{"test/integration/cli.TestFit/two-of-four-now"}},
 	"kubectl trainjob create llama --runtime torch-distributed --nodes 2 --gpus-per-node 8 --gpu-claim -- torchrun train.py": {
-		tests: []string{"test/integration/cli.TestCreate/gpu-claim"}},
+		tests: []string{"test/e2e.TestREADMECommands", "test/integration/cli.TestCreate/gpu-claim"}, verbatim: true},
 	"kubectl trainjob create llama --runtime torch-distributed --nodes 2 --gpus-per-node 8 --gpu-type NVIDIA-A100-SXM4-80GB -- torchrun train.py": {
 		tests: []string{"test/integration/cli.TestFit/create-gpu-type-dry-run-server", "test/integration/cli.TestCreate/gpu-type"}},
 	"kubectl trainjob create too-big --runtime torch-distributed --nodes 2 --gpus-per-node 16":               {tests: []string{"test/integration/cli.TestFit/create-warns"}},
