@@ -137,7 +137,8 @@ func testOptimizationStatus(t *testing.T, f *fixture, kube []string) {
 	run("status-prefixed-not-found", "status", "optimizationjob/nope")
 	run("status-watch", "status", "optimizationjob/sweep", "-w")
 	// list --optimizations: sweep, and the OptimizationJob of optimize -f, which has no trial yet.
-	listCmds := []plugin.CommandAdder{listCmd(oj.CreationTimestamp.Add(10 * time.Minute))}
+	// AGE in minutes, the same for from-file, created a moment after sweep.
+	listCmds := []plugin.CommandAdder{listCmd(oj.CreationTimestamp.Add(11*time.Minute + 30*time.Second))}
 	list := func(name string, args ...string) {
 		t.Run(name, func(t *testing.T) {
 			AssertGolden(t, "optimize/"+name, n.Normalize(Run(t, "", listCmds, withArgs(kube, args...)...).String()))
