@@ -210,7 +210,7 @@ func TestDefault(t *testing.T) {
 			}
 		}
 		slices.Sort(names)
-		want := []string{"deepspeed-distributed", "flux-distributed", "jax-distributed", "torch-distributed", "torchtune-llama3.2-1b", "xgboost-distributed"}
+		want := []string{"deepspeed-distributed", "flux-distributed", "jax-distributed", "torch-distributed", "torch-distributed-dra", "torchtune-llama3.2-1b", "xgboost-distributed"}
 		if diff := cmp.Diff(want, names); diff != "" {
 			t.Errorf("runtimes (-want +got):\n%s", diff)
 		}
