@@ -1,5 +1,5 @@
-// Package completion is `kubectl trainjob completion` and the dynamic completions other commands use: TrainJob
-// names and runtime names, read from the cluster of the current kubeconfig context.
+// Package completion is `kubectl trainjob completion` and the dynamic completions other commands use: TrainJob,
+// OptimizationJob and runtime names, read from the cluster of the current kubeconfig context.
 package completion
 
 import (
@@ -23,7 +23,8 @@ kubectl (1.26 or later) runs kubectl_complete-trainjob from PATH: copy that two-
 script from the release archive (krew/kubectl_complete-trainjob in the repository) into
 a folder on PATH and make it executable.
 
-Names of TrainJobs and runtimes are completed from the cluster of the current context.`
+Names of TrainJobs, OptimizationJobs (after optimizationjob/) and runtimes are completed
+from the cluster of the current context.`
 
 const completionExample = `  # bash (needs the bash-completion package)
   source <(kubectl-trainjob completion bash)

@@ -16,6 +16,7 @@ import (
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/optimizationjob"
 )
 
 // listLimit bounds how many names one completion reads, as kueuectl does.
@@ -70,6 +71,40 @@ func TrainJobNames(f cmdutil.Factory) cobra.CompletionFunc {
 		}
 		return names
 	}, 0)
+}
+
+// TrainJobOrOptimizationJobNames completes, for the commands that take NAME or optimizationjob/NAME (status,
+// delete), TrainJob names as TrainJobNames does and, once the argument starts with optimizationjob/ (or another
+// spelling of the type, optimizationjob.NameOf), the names of the namespace's OptimizationJobs behind it, leaving
+// out those already given.
+func TrainJobOrOptimizationJobNames(f cmdutil.Factory) cobra.CompletionFunc {
+	trainJobs := TrainJobNames(f)
+	optimizationJobs := FromCluster(f, func(ctx context.Context, cl client.Client, ns string, _ *cobra.Command, args []string, toComplete string) []cobra.Completion {
+		typ, prefix, _ := strings.Cut(toComplete, "/")
+		var list trainer.OptimizationJobList
+		if cl.List(ctx, &list, client.InNamespace(ns), client.Limit(listLimit)) != nil {
+			return nil
+		}
+		given := func(name string) bool {
+			return slices.ContainsFunc(args, func(arg string) bool {
+				n, ok := optimizationjob.NameOf(arg)
+				return ok && n == name
+			})
+		}
+		var names []cobra.Completion
+		for _, oj := range list.Items {
+			if strings.HasPrefix(oj.Name, prefix) && !given(oj.Name) {
+				names = append(names, typ+"/"+oj.Name)
+			}
+		}
+		return names
+	}, 0)
+	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		if typ, _, ok := strings.Cut(toComplete, "/"); ok && optimizationjob.IsType(typ) {
+			return optimizationJobs(cmd, args, toComplete)
+		}
+		return trainJobs(cmd, args, toComplete)
+	}
 }
 
 // RuntimeNames completes runtime names: ClusterTrainingRuntimes by name, and the namespace's

@@ -110,7 +110,7 @@ controller reference, its trials: the prompt lists them (the TrainJobs it contro
 stage, and they go as a TrainJob's children go. --all and -l choose TrainJobs only. Deleting a
 trial alone leaves its OptimizationJob counting it: the prompt says so.`,
 		Example:           deleteExample,
-		ValidArgsFunction: completion.TrainJobNames(f),
+		ValidArgsFunction: completion.TrainJobOrOptimizationJobNames(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return cmdutil.RunCommand(f, o, cmd, args)
 		},

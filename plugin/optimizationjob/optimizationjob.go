@@ -42,11 +42,20 @@ const (
 // plural, or either with the group); false for any other argument.
 func NameOf(arg string) (string, bool) {
 	typ, name, ok := strings.Cut(arg, "/")
+	if !IsType(typ) {
+		return "", false
+	}
+	return name, ok && name != ""
+}
+
+// IsType says whether TYPE of an argument TYPE/NAME is the OptimizationJob's (NameOf); completion asks it of
+// an argument whose NAME is still being typed.
+func IsType(typ string) bool {
 	switch strings.ToLower(typ) {
 	case "optimizationjob", "optimizationjobs", "optimizationjob.trainer.kubeflow.org", Resource:
-		return name, ok && name != ""
+		return true
 	}
-	return "", false
+	return false
 }
 
 // States of an OptimizationJob: Complete and Failed are its terminal conditions (KEP-2605 §7.4); Running while it

@@ -119,7 +119,7 @@ first. status NAME is the TrainJob NAME when there is one, else the Optimization
 is a TrainJob: status TRIAL shows it as any other.`,
 		Example:           example,
 		Args:              cobra.ExactArgs(1),
-		ValidArgsFunction: completion.TrainJobNames(f),
+		ValidArgsFunction: completion.TrainJobOrOptimizationJobNames(f),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return cmdutil.RunCommand(f, o, cmd, args)
 		},

@@ -18,15 +18,19 @@ import (
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/completion"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/create"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/lifecycle"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/logs"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/portforward"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/status"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 )
 
-// TestCompletion generates the scripts of every shell and completes TrainJob names, runtime names and flag
-// values from the cluster, as the shells ask the binary (`__complete`).
+// TestCompletion generates the scripts of every shell and completes TrainJob names, OptimizationJob names after
+// optimizationjob/ (status, delete), runtime names and flag values from the cluster, as the shells ask the binary
+// (`__complete`).
 func TestCompletion(t *testing.T) {
-	cmd := []plugin.CommandAdder{completion.NewCmdCompletion, create.NewCmdCreate, create.NewCmdRerun, logs.NewCmdLogs, portforward.NewCmdPortForward}
+	cmd := []plugin.CommandAdder{completion.NewCmdCompletion, create.NewCmdCreate, create.NewCmdRerun, logs.NewCmdLogs, portforward.NewCmdPortForward,
+		status.NewCmdStatus, lifecycle.NewCmdDelete}
 	for _, shell := range completion.Shells {
 		t.Run(shell, func(t *testing.T) {
 			AssertGolden(t, "completion/"+shell, Run(t, "", cmd, "completion", shell).String())
@@ -49,6 +53,13 @@ func TestCompletion(t *testing.T) {
 		if name == "llama-ft" {
 			llama = tj
 		}
+	}
+	for _, name := range []string{"sweep", "sweep-lr", "grid"} {
+		f.create(&trainer.OptimizationJob{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: trainer.OptimizationJobSpec{
+			Objectives:       []trainer.Objective{{Metric: "val_loss"}},
+			Parameters:       []trainer.Parameter{{Name: "batch", SearchSpace: &trainer.SearchSpace{Categorical: trainer.CategoricalSpace{Choices: []string{"16", "32"}}}}},
+			TrainJobTemplate: trainer.TrainJobTemplateSpec{Spec: trainer.TrainJobSpec{RuntimeRef: trainer.RuntimeRef{Name: "torch-distributed"}}},
+		}})
 	}
 	rt := &trainer.TrainingRuntime{ObjectMeta: metav1.ObjectMeta{Name: "team-torch", Namespace: ns}, Spec: minimalRuntimeSpec()}
 	if err := cl.Create(t.Context(), rt); err != nil {
@@ -93,6 +104,11 @@ func TestCompletion(t *testing.T) {
 		{"create-from", withArgs(kube, "__complete", "create", "x", "--from", "llama")},
 		{"port-forward-names", withArgs(kube, "__complete", "port-forward", "")},
 		{"port-forward-ranks", withArgs(kube, "__complete", "port-forward", "llama-ft", "6006", "--rank", "")},
+		{"status-names", withArgs(kube, "__complete", "status", "")},
+		{"status-optimizationjob-names", withArgs(kube, "__complete", "status", "optimizationjob/")},
+		{"status-optimizationjob-names-prefix", withArgs(kube, "__complete", "status", "OptimizationJobs/sweep")},
+		{"delete-names", withArgs(kube, "__complete", "delete", "bert", "")},
+		{"delete-optimizationjob-names", withArgs(kube, "__complete", "delete", "bert", "optimizationjob/sweep", "optimizationjob/")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			AssertGolden(t, "completion/"+tc.name, n.Normalize(Run(t, "", cmd, tc.args...).String()))
