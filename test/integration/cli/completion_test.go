@@ -40,7 +40,7 @@ func TestCompletion(t *testing.T) {
 		AssertGolden(t, "completion/unknown-shell", Run(t, "", cmd, "completion", "tcsh").String())
 	})
 
-	c := apiCluster(t)
+	c := sharedCluster(t)
 	cl := adminClient(t, c)
 	ns := newNamespace(t, cl)
 	f := &fixture{t: t, c: cl, ns: ns}

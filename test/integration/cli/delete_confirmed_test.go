@@ -28,7 +28,7 @@ const holdFinalizer = "test.kubectl-trainjob.io/hold"
 // TestDeleteOnlyWhatWasConfirmed: `delete` deletes only the TrainJob the user saw in the prompt, and its
 // --wait tells a TrainJob from a new one of the same name and stops on an error instead of polling forever.
 func TestDeleteOnlyWhatWasConfirmed(t *testing.T) {
-	c := apiCluster(t)
+	c := sharedCluster(t)
 
 	t.Run("re-created while the prompt waits", func(t *testing.T) {
 		f := fixtureOn(t, c)

@@ -2,7 +2,9 @@
 // api profile): each command runs in-process exactly as the binary runs it, and what it prints is compared
 // with golden files under testdata/. Refresh them with `go test ./test/integration/cli/ -update`, never by
 // hand, and read the diff before committing it. Times are compared as offsets from a TrainJob's creation
-// (Normalizer), so golden files hold what the test set, not when it ran.
+// (Normalizer), so golden files hold what the test set, not when it ran. Most tests share one API server
+// (sharedCluster), each in namespaces of its own; a test whose output depends on what is cluster-wide starts
+// its own (apiCluster).
 package cli
 
 import (
@@ -11,15 +13,19 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -31,11 +37,68 @@ import (
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/golden"
 )
 
-// apiCluster starts a local cluster of the api profile (etcd, kube-apiserver, CRDs) for one test; its
-// subtests share it, each in a namespace of its own.
+// apiCluster starts a local cluster of the api profile (etcd, kube-apiserver, CRDs) for one test, which its
+// subtests share, each in a namespace of its own: for a test whose output depends on what is cluster-wide
+// (cluster-scoped objects it makes or lists, -A, Nodes), which the shared API server's other tests would change.
+// Every other test takes sharedCluster.
 func apiCluster(t *testing.T) *cluster.Cluster {
 	t.Helper()
 	return cluster.StartForTest(t, cluster.Options{Profile: cluster.ProfileAPI})
+}
+
+// shared is the API server of the tests that read and write only objects of namespaces of their own (and
+// cluster-scoped objects that they only make sure exist, of a name no other test gives another spec):
+// started by the first of them, stopped by TestMain. Starting one takes 12-18 s of the package's time.
+var shared struct {
+	once   sync.Once
+	c      *cluster.Cluster
+	logDir string
+	err    error
+	failed atomic.Bool
+}
+
+// sharedCluster is the package's shared API server (shared), started on the first call.
+func sharedCluster(t *testing.T) *cluster.Cluster {
+	t.Helper()
+	shared.once.Do(func() {
+		if shared.logDir, shared.err = os.MkdirTemp("", "trainjob-cli-shared-"); shared.err != nil {
+			return
+		}
+		begin := time.Now()
+		// Not the test's context: the cluster outlives the test that starts it.
+		shared.c, shared.err = cluster.Start(context.Background(), cluster.Options{Profile: cluster.ProfileAPI, LogDir: shared.logDir})
+		t.Logf("shared API server started in %v; logs in %s", time.Since(begin).Round(time.Millisecond), shared.logDir)
+	})
+	if shared.err != nil {
+		t.Fatalf("shared API server: %v\ncomponent logs kept in %s", shared.err, shared.logDir)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			shared.failed.Store(true)
+			t.Logf("the shared API server's logs are kept in %s", shared.logDir)
+		}
+	})
+	return shared.c
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared.c == nil {
+		os.Exit(code)
+	}
+	if shared.failed.Load() {
+		shared.c.DumpLogs(os.Stderr, 40)
+	}
+	if err := shared.c.Stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "stop the shared API server: %v\n", err)
+		code = cmp.Or(code, 1)
+	}
+	if shared.failed.Load() || code != 0 {
+		fmt.Fprintf(os.Stderr, "the shared API server's logs are kept in %s\n", shared.logDir)
+	} else {
+		_ = os.RemoveAll(shared.logDir)
+	}
+	os.Exit(code)
 }
 
 // adminClient is a client of the cluster administrator with the project's scheme.
@@ -49,7 +112,9 @@ func adminClient(t *testing.T, c *cluster.Cluster) client.Client {
 }
 
 // newNamespace creates a namespace for one test, named after it, without cluster.NewNamespace's random suffix:
-// a golden's columns are as wide as the names they hold, and each test here has an API server of its own.
+// a golden's columns are as wide as the names they hold. The name is the test's alone in the shared API server;
+// when it is taken, by the same test run again in this process (-count), it gets the first free "-N" suffix.
+// Nothing deletes it: no namespace controller runs in the api profile.
 func newNamespace(t *testing.T, cl client.Client) string {
 	t.Helper()
 	name := strings.ToLower(regexp.MustCompile(`[^a-zA-Z0-9]+`).ReplaceAllString(t.Name(), "-"))
@@ -57,11 +122,19 @@ func newNamespace(t *testing.T, cl client.Client) string {
 		name = name[:50]
 	}
 	name = strings.Trim(name, "-")
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	if err := cl.Create(t.Context(), ns); err != nil {
-		t.Fatal(err)
+	for n := 1; ; n++ {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		if n > 1 {
+			ns.Name = fmt.Sprintf("%s-%d", name, n)
+		}
+		err := cl.Create(t.Context(), ns)
+		if err == nil {
+			return ns.Name
+		}
+		if !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
 	}
-	return name
 }
 
 // Result is what one run of a command printed and its exit code.

@@ -64,7 +64,7 @@ func (f *fixture) suspended(name string) bool {
 
 // TestLifecycle suspends, resumes and deletes TrainJobs, and serves the dashboard (testDashboard), also to a real browser (testDashboardInBrowser).
 func TestLifecycle(t *testing.T) {
-	c := apiCluster(t)
+	c := sharedCluster(t)
 	cmds := []plugin.CommandAdder{lifecycle.NewCmdSuspend, lifecycle.NewCmdResume, deleteCmd(false)}
 
 	t.Run("dashboard", func(t *testing.T) { testDashboard(t, c) })
@@ -202,7 +202,7 @@ func grantNamespaceUser(t *testing.T, cl client.Client, user, namespace string) 
 // which sets rest.Config.Impersonate) who has only namespace-scoped rights: everything works, and what the
 // user may not read (runtimes, Jobs, ConfigMaps, Secrets, PodGroups) is left out rather than failing.
 func TestNamespaceUser(t *testing.T) {
-	c := apiCluster(t)
+	c := sharedCluster(t)
 	f := fixtureOn(t, c)
 	smallRuntime(f)
 	tj := trainingTrainJob(f, "llama")

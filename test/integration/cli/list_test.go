@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -29,7 +30,8 @@ func listCmd(now time.Time) plugin.CommandAdder {
 	}
 }
 
-// smallRuntime is a ClusterTrainingRuntime of 2 nodes with 4 GPUs each, for TrainJobs that do not say.
+// smallRuntime is a ClusterTrainingRuntime of 2 nodes with 4 GPUs each, for TrainJobs that do not say, unless
+// another test of the shared API server made it already.
 func smallRuntime(f *fixture) {
 	f.t.Helper()
 	rt := &trainer.ClusterTrainingRuntime{
@@ -47,7 +49,7 @@ func smallRuntime(f *fixture) {
 			}}}},
 		},
 	}
-	if err := f.c.Create(f.t.Context(), rt); err != nil {
+	if err := f.c.Create(f.t.Context(), rt); err != nil && !apierrors.IsAlreadyExists(err) {
 		f.t.Fatal(err)
 	}
 }
@@ -92,6 +94,7 @@ func listFixture(t *testing.T, f *fixture) (first, last *trainer.TrainJob) {
 
 // TestList lists TrainJobs in every stage and in every output format.
 func TestList(t *testing.T) {
+	// Its own API server: it lists with -A.
 	c := apiCluster(t)
 	f := fixtureOn(t, c)
 	first, last := listFixture(t, f)

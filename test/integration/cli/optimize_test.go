@@ -26,7 +26,9 @@ const optimizeRuntime = "optimize-test-torch"
 // TestOptimization: optimize makes OptimizationJobs from flags and from a file and refuses a bad search before
 // anything is sent, naming the flag; no controller runs, as on a cluster without one.
 func TestOptimization(t *testing.T) {
-	c, f := newFixture(t)
+	// Its own API server: it lists OptimizationJobs with -A.
+	c := apiCluster(t)
+	f := fixtureOn(t, c)
 	cl, ns := f.c, f.ns
 	ensureClusterRuntime(t, cl, optimizeRuntime)
 	kube := kubeArgs(c, ns)

@@ -45,7 +45,9 @@ func (*twoGPUs) EnforcePodSpec(info *pipeline.RuntimeInfo, _ *trainer.TrainJob) 
 // plugin's GPUs; the fit check of create and rerun, and fit, find that the pods fit nowhere; render prints the
 // GPUs in the JobSet; describe-pipeline shows TwoGPUs at EnforcePodSpec.
 func TestOutOfTreePlugin(t *testing.T) {
-	c, f := newFixture(t)
+	// Its own API server: it makes a Node, which every fit check reads.
+	c := apiCluster(t)
+	f := fixtureOn(t, c)
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "cpu-node"}}
 	if err := f.c.Create(t.Context(), node); err != nil {
 		t.Fatal(err)

@@ -83,7 +83,7 @@ func (l *requestLog) take() []string {
 // (one discovery request for its group); here it is not, and they ask nothing more (test/e2e/kueue runs them
 // with Kueue).
 func TestRequests(t *testing.T) {
-	c := apiCluster(t)
+	c := sharedCluster(t)
 	log := &requestLog{}
 
 	t.Run("status", func(t *testing.T) {

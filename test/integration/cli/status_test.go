@@ -41,8 +41,9 @@ type fixture struct {
 	eventCount int
 }
 
+// newFixture is a fixture in a new namespace of the shared API server (sharedCluster).
 func newFixture(t *testing.T) (*cluster.Cluster, *fixture) {
-	c := apiCluster(t)
+	c := sharedCluster(t)
 	return c, fixtureOn(t, c)
 }
 
@@ -330,7 +331,7 @@ func trainingTrainJob(f *fixture, name string) *trainer.TrainJob {
 
 // TestStatus runs `status` against TrainJobs in every stage, as upstream's controllers leave them.
 func TestStatus(t *testing.T) {
-	c := apiCluster(t)
+	c := sharedCluster(t)
 	for _, tc := range []struct {
 		name string
 		test func(*testing.T, *cluster.Cluster)

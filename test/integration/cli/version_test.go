@@ -16,7 +16,7 @@ import (
 // why it is not known. Each case names the operator namespace, so that nothing else in the shared cluster
 // can change the answer.
 func TestVersion(t *testing.T) {
-	c := apiCluster(t)
+	c := sharedCluster(t)
 	cl := adminClient(t, c)
 	withOperator := newNamespace(t, cl)
 	labels := map[string]string{version.NameLabel: version.OperatorName, version.ComponentLabel: version.OperatorComponent, version.VersionLabel: "v0.3.1"}

@@ -40,7 +40,7 @@ func runningTrainJob(f *fixture, name string) *trainer.TrainJob {
 // TestWait waits for stages and conditions, and checks each exit code: 0 reached, 2 Failed instead,
 // 3 timed out, 1 error.
 func TestWait(t *testing.T) {
-	c := apiCluster(t)
+	c := sharedCluster(t)
 	f := fixtureOn(t, c)
 	done := completeTrainJob(f, "done")
 	failedTrainJob(f, "oom")
