@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"net"
 	"net/http"
 	"regexp"
@@ -96,6 +97,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/trainjobs", s.trainJobs)
 	mux.HandleFunc("GET /api/trainjobs/{namespace}/{name}", s.trainJob)
 	mux.HandleFunc("GET /api/trainjobs/{namespace}/{name}/log", s.log)
+	mux.HandleFunc("GET /api/trainjobs/{namespace}/{name}/metric", s.metric)
 	mux.HandleFunc("GET /api/trainjobs/{namespace}/{name}/pipeline", s.pipeline)
 	mux.HandleFunc("GET /api/watch", s.watchTrainJobs)
 	mux.HandleFunc("GET /api/watch/{namespace}/{name}", s.watchTrainJob)
@@ -239,6 +241,8 @@ type TrainJob struct {
 	Summary *status.Summary `json:"summary"`
 	// FirstFailureText says how the first failure happened, as status says it.
 	FirstFailureText string `json:"firstFailureText,omitempty"`
+	// FirstFailureNoLog says why the first failure card shows no log, in words.
+	FirstFailureNoLog string `json:"firstFailureNoLog,omitempty"`
 	// TrainJobYAML and JobSetYAML are the objects as `kubectl get -o yaml` prints them, without managedFields;
 	// JobSetError says why the JobSet is not shown (not built yet, or not readable).
 	TrainJobYAML string `json:"trainJobYAML"`
@@ -278,6 +282,9 @@ func (s *Server) readTrainJob(ctx context.Context, namespace, name string) (*Tra
 	out := &TrainJob{Summary: status.Summarize(in, s.Clock.Now())}
 	if f := out.Summary.FirstFailure; f != nil {
 		out.FirstFailureText = f.Text()
+		if f.LogUnavailable != "" {
+			out.FirstFailureNoLog = noLog(in.FailureLog, f.LogUnavailable)
+		}
 	}
 	if out.TrainJobYAML, err = s.yaml(in.TrainJob); err != nil {
 		return nil, err
@@ -300,6 +307,18 @@ func (s *Server) readTrainJob(ctx context.Context, namespace, name string) (*Tra
 	}
 	out.RuntimeYAML, out.RuntimeError = s.runtimeSnapshot(ctx, in.TrainJob)
 	return out, nil
+}
+
+// noLog says why the first failure's log, l, is not shown (why, as status says it): when the API server no
+// longer finds it, that the log is gone with its pod or node, which is what it means to the user.
+func noLog(l *status.FailureLog, why string) string {
+	switch {
+	case l != nil && apierrors.IsNotFound(l.Err):
+		return "This pod's log is gone: its node no longer has it (the pod was deleted, or its node left the cluster); the API server said: " + why
+	case l != nil && l.Err != nil:
+		return "This pod's log could not be read: " + why
+	}
+	return "No log: " + why
 }
 
 // runtimeSnapshot is the runtime tj runs from, as its runtime snapshot holds it, or why it is not shown.
@@ -385,31 +404,13 @@ func (s *Server) trainJob(w http.ResponseWriter, r *http.Request) {
 // of it and, with follow=1, what it writes next; of its previous container with previous=1; with grep=REGEXP
 // only the lines that match.
 func (s *Server) log(w http.ResponseWriter, r *http.Request) {
-	namespace, name, podName := r.PathValue("namespace"), r.PathValue("name"), r.URL.Query().Get("pod")
-	if !s.shows(namespace) {
-		writeError(w, apierrors.NewNotFound(trainer.GroupVersion.WithResource("trainjobs").GroupResource(), name))
+	grep, ok := queryRegexp(w, r, "grep", "")
+	if !ok {
 		return
-	}
-	pod := &corev1.Pod{}
-	if err := s.Client.Get(r.Context(), client.ObjectKey{Namespace: namespace, Name: podName}, pod); err != nil {
-		writeError(w, err)
-		return
-	}
-	if pod.Labels[jobsetv1alpha2.JobSetNameKey] != name {
-		writeError(w, apierrors.NewNotFound(corev1.Resource("pods"), podName))
-		return
-	}
-	var grep *regexp.Regexp
-	if expr := r.URL.Query().Get("grep"); expr != "" {
-		var err error
-		if grep, err = regexp.Compile(expr); err != nil {
-			writeJSON(w, http.StatusBadRequest, errorBody{Error: fmt.Sprintf("grep: invalid regular expression: %v", err)})
-			return
-		}
 	}
 	opts := &corev1.PodLogOptions{Follow: r.URL.Query().Get("follow") == "1", TailLines: ptr.To[int64](500),
 		Previous: r.URL.Query().Get("previous") == "1"}
-	stream, err := s.Logs.CoreV1().Pods(namespace).GetLogs(podName, opts).Stream(r.Context())
+	stream, err := s.podLog(r, opts)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -424,8 +425,7 @@ func (s *Server) log(w http.ResponseWriter, r *http.Request) {
 	}
 	if grep != nil {
 		// Line by line: only the lines that match, each as soon as it is written.
-		lines := bufio.NewScanner(stream)
-		lines.Buffer(nil, 1<<20)
+		lines := logLines(stream)
 		for lines.Scan() {
 			if grep.Match(lines.Bytes()) {
 				if _, err := fmt.Fprintf(w, "%s\n", lines.Bytes()); err != nil {
@@ -449,6 +449,135 @@ func (s *Server) log(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// podLog opens the log of the pod the request names (pod=POD) if it is the TrainJob's.
+func (s *Server) podLog(r *http.Request, opts *corev1.PodLogOptions) (io.ReadCloser, error) {
+	namespace, name, podName := r.PathValue("namespace"), r.PathValue("name"), r.URL.Query().Get("pod")
+	if !s.shows(namespace) {
+		return nil, apierrors.NewNotFound(trainer.GroupVersion.WithResource("trainjobs").GroupResource(), name)
+	}
+	pod := &corev1.Pod{}
+	if err := s.Client.Get(r.Context(), client.ObjectKey{Namespace: namespace, Name: podName}, pod); err != nil {
+		return nil, err
+	}
+	if pod.Labels[jobsetv1alpha2.JobSetNameKey] != name {
+		return nil, apierrors.NewNotFound(corev1.Resource("pods"), podName)
+	}
+	return s.Logs.CoreV1().Pods(namespace).GetLogs(podName, opts).Stream(r.Context())
+}
+
+// queryRegexp is the regular expression of the request's parameter param (def when it is not given; nil when
+// neither is); an invalid one is answered 400 and ok is false.
+func queryRegexp(w http.ResponseWriter, r *http.Request, param, def string) (re *regexp.Regexp, ok bool) {
+	expr := r.URL.Query().Get(param)
+	if expr == "" {
+		expr = def
+	}
+	if expr == "" {
+		return nil, true
+	}
+	re, err := regexp.Compile(expr)
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, errorBody{Error: fmt.Sprintf("%s: invalid regular expression: %v", param, err)})
+		return nil, false
+	}
+	return re, true
+}
+
+// logLines reads a log line by line, a line up to 1 MiB.
+func logLines(r io.Reader) *bufio.Scanner {
+	lines := bufio.NewScanner(r)
+	lines.Buffer(nil, 1<<20)
+	return lines
+}
+
+// DefaultMetric is the metric the charts parse from the logs unless asked for another: the loss, as the demo's
+// trainer prints it (`step 12 loss 0.4321`).
+const DefaultMetric = "loss"
+
+// metricLines is how many of a log's last lines the charts parse.
+const metricLines = 2000
+
+// Metric is a metric of one pod, parsed from the last metricLines lines of its log.
+type Metric struct {
+	Pod    string  `json:"pod"`
+	Regexp string  `json:"regexp"`
+	Points []Point `json:"points"`
+}
+
+// Point is the metric's value on one line of the log, at a step of the training.
+type Point struct {
+	Step  int64   `json:"step"`
+	Value float64 `json:"value"`
+}
+
+var (
+	// number is a decimal number, as training loops print them: 2, -0.5, 6.25e-01.
+	number = regexp.MustCompile(`^[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?`)
+	// stepOf finds a line's step: the number after "step".
+	stepOf = regexp.MustCompile(`(?i)\bstep\b[\s:=#]*(\d+)`)
+	// separator is what may stand between a metric's name and its value: `loss 0.5`, `loss=0.5`, `loss: 0.5`.
+	separator = regexp.MustCompile(`^[\s:=]*`)
+)
+
+// metric answers the metric regexp=REGEXP (DefaultMetric unless given) of one pod of the TrainJob, parsed from
+// its log by parseMetric.
+func (s *Server) metric(w http.ResponseWriter, r *http.Request) {
+	re, ok := queryRegexp(w, r, "regexp", DefaultMetric)
+	if !ok {
+		return
+	}
+	stream, err := s.podLog(r, &corev1.PodLogOptions{TailLines: ptr.To[int64](metricLines)})
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	defer func() { _ = stream.Close() }()
+	points, err := parseMetric(stream, re)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, Metric{Pod: r.URL.Query().Get("pod"), Regexp: re.String(), Points: points})
+}
+
+// parseMetric is the points of the lines of log that re matches: its value is re's first group, or without
+// one the number right after the match (after spaces, ":" or "="); its step is the number after "step" on the
+// line, or else the one after the previous point's. A line without a value, or whose value is not a finite
+// number, is no point.
+func parseMetric(log io.Reader, re *regexp.Regexp) ([]Point, error) {
+	points := []Point{}
+	lines := logLines(log)
+	for lines.Scan() {
+		line := lines.Text()
+		m := re.FindStringSubmatchIndex(line)
+		if m == nil {
+			continue
+		}
+		var text string
+		if len(m) > 2 && m[2] >= 0 {
+			text = line[m[2]:m[3]]
+		} else {
+			rest := line[m[1]:]
+			text = number.FindString(rest[len(separator.FindString(rest)):])
+		}
+		v, err := strconv.ParseFloat(text, 64)
+		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+			continue
+		}
+		step := int64(1)
+		if len(points) > 0 {
+			step = points[len(points)-1].Step + 1
+		}
+		if sm := stepOf.FindStringSubmatch(line); sm != nil {
+			if n, err := strconv.ParseInt(sm[1], 10, 64); err == nil {
+				step = n
+			}
+		}
+		points = append(points, Point{Step: step, Value: v})
+	}
+	return points, lines.Err()
 }
 
 // act suspends or resumes a TrainJob as `suspend` and `resume` do; the guard has let it through only with

@@ -2,8 +2,11 @@ package dashboard
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
@@ -256,5 +261,101 @@ func TestLog(t *testing.T) {
 		if opts == nil || opts.Follow != tc.follow || opts.Previous != tc.previous {
 			t.Errorf("%s: log options %+v, want follow %t, previous %t", tc.query, opts, tc.follow, tc.previous)
 		}
+	}
+}
+
+// logServer is a kube client whose API server answers each pod's log (of namespace team-a) from logs, and 404
+// for the others, as an API server whose kubelet no longer has them.
+func logServer(t *testing.T, logs map[string]string) kubernetes.Interface {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		pod := strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/api/v1/namespaces/team-a/pods/"), "/log")
+		if text, ok := logs[pod]; ok && strings.HasSuffix(r.URL.Path, "/log") {
+			_, _ = io.WriteString(w, text)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = io.WriteString(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"the server could not find the requested resource","reason":"NotFound","code":404}`)
+	}))
+	t.Cleanup(srv.Close)
+	c, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestMetric: the charts' metric of one rank is parsed from its log by a regular expression: the number after
+// the match (the demo's trainer prints `step N loss X`), or its first group; the step is the number after
+// "step" on the line, else the count of the matching lines. A line without a number after the match, or with
+// a value that is not finite, is no point; an invalid expression is refused; a pod that is not the TrainJob's
+// is not read.
+func TestMetric(t *testing.T) {
+	api := &kueuetest.API{Versions: []string{"v1beta2"}, LocalQueues: []kueue.LocalQueue{gpuQueue()}}
+	objs := builtTrainJob(t, api)
+	other := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "other-pod"}}
+	s := clusterServer(t, api, append(objs, other)...)
+	s.Logs = logServer(t, map[string]string{"llama-node-0-0-x1": "rendezvous at llama-node-0-0.llama:29400\n" +
+		"step 1 loss 2.500000\nstep 2 loss 1.250000\nstep 3 loss NaN\nloss: diverged\nstep 4 loss 6.25e-01 acc=0.9\n" +
+		"rank 0 done: w = [2.0000 -3.0000 0.5000 1.0000]\nval_loss=0.5\n"})
+	for _, tc := range []struct {
+		query string
+		code  int
+		want  []Point
+	}{
+		{query: "pod=llama-node-0-0-x1", code: http.StatusOK, want: []Point{{1, 2.5}, {2, 1.25}, {4, 0.625}, {5, 0.5}}},
+		{query: "pod=llama-node-0-0-x1&regexp=" + url.QueryEscape(`\bloss`), code: http.StatusOK, want: []Point{{1, 2.5}, {2, 1.25}, {4, 0.625}}},
+		{query: "pod=llama-node-0-0-x1&regexp=" + url.QueryEscape(`acc=(\S+)`), code: http.StatusOK, want: []Point{{4, 0.9}}},
+		{query: "pod=llama-node-0-0-x1&regexp=" + url.QueryEscape(`w = \[\S+ (\S+)`), code: http.StatusOK, want: []Point{{1, -3}}},
+		{query: "pod=llama-node-0-0-x1&regexp=" + url.QueryEscape("(unclosed"), code: http.StatusBadRequest},
+		{query: "pod=other-pod", code: http.StatusNotFound},
+	} {
+		resp := serve(t, s, request{method: "GET", target: "/api/trainjobs/team-a/llama/metric?" + tc.query, cookie: true})
+		b := body(t, resp)
+		if resp.StatusCode != tc.code {
+			t.Errorf("%s: %d %s, want %d", tc.query, resp.StatusCode, b, tc.code)
+			continue
+		}
+		if tc.code != http.StatusOK {
+			continue
+		}
+		var got Metric
+		if err := json.Unmarshal([]byte(b), &got); err != nil {
+			t.Fatalf("%s: %v: %s", tc.query, err, b)
+		}
+		if !slices.Equal(got.Points, tc.want) {
+			t.Errorf("%s: points %v, want %v", tc.query, got.Points, tc.want)
+		}
+	}
+}
+
+// TestFirstFailureLogGone: when the log of the container that failed first is gone (the API server answers 404:
+// the pod or its node no longer has it), the first failure card says so in words, with the API server's
+// reason; a log that is there is shown, and the card says nothing of a missing one.
+func TestFirstFailureLogGone(t *testing.T) {
+	api := &kueuetest.API{Versions: []string{"v1beta2"}, LocalQueues: []kueue.LocalQueue{gpuQueue()}}
+	objs := builtTrainJob(t, api)
+	for _, o := range objs {
+		if p, ok := o.(*corev1.Pod); ok {
+			p.OwnerReferences[0].APIVersion = batchv1.SchemeGroupVersion.String()
+			p.Spec.Containers = []corev1.Container{{Name: trainer.Node}}
+			p.Status.Phase = corev1.PodFailed
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: trainer.Node,
+				State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}}}}
+		}
+	}
+	s := clusterServer(t, api, objs...)
+	s.Logs = logServer(t, nil)
+	got := getJSON[TrainJob](t, s, "/api/trainjobs/team-a/llama")
+	const want = "This pod's log is gone: its node no longer has it (the pod was deleted, or its node left the cluster); the API server said: the server could not find the requested resource (get pods llama-node-0-0-x1)"
+	if got.Summary.FirstFailure == nil || got.FirstFailureNoLog != want {
+		t.Errorf("the first failure card says %q of its log, want %q (first failure %+v)", got.FirstFailureNoLog, want, got.Summary.FirstFailure)
+	}
+
+	s.Logs = logServer(t, map[string]string{"llama-node-0-0-x1": "CUDA out of memory\n"})
+	got = getJSON[TrainJob](t, s, "/api/trainjobs/team-a/llama")
+	if f := got.Summary.FirstFailure; f == nil || !slices.Equal(f.Log, []string{"CUDA out of memory"}) || got.FirstFailureNoLog != "" {
+		t.Errorf("with its log there, the first failure card shows %+v and says %q of its log, want the log and nothing", f, got.FirstFailureNoLog)
 	}
 }

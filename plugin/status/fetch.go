@@ -147,7 +147,7 @@ func fetchFailure(ctx context.Context, rd Reader, tj *trainer.TrainJob, f *failu
 			TailLines: ptr.To[int64](failure.LogLines), LimitBytes: ptr.To[int64](maxFailureLogBytes)}
 		data, err := rd.Logs.CoreV1().Pods(tj.Namespace).GetLogs(f.Pod, opts).DoRaw(ctx)
 		if err != nil {
-			l.Unavailable = cmdutil.APIMessage(err)
+			l.Unavailable, l.Err = cmdutil.APIMessage(err), err
 			break
 		}
 		if text := strings.TrimSuffix(string(data), "\n"); text != "" {

@@ -251,6 +251,8 @@ type FailureLog struct {
 	Previous       bool
 	Lines          []string
 	Unavailable    string
+	// Err is the error of reading the log, when that is why it is unavailable.
+	Err error
 }
 
 // QueueObjects are Kueue's objects about a TrainJob in a LocalQueue.

@@ -17,6 +17,8 @@ const state = {
   detail: null,         // the last TrainJob event
   logPod: '',
   logAbort: null,
+  samples: [],          // the trainer's status as the pushes brought it: { t, percentage, metrics }
+  metric: null,         // the log metric's last fetch: { at, busy }
 };
 
 // el makes an element with attributes (class, data-*, …) and children (elements or text).
@@ -214,15 +216,24 @@ function sizeBars(root) {
 function showTrainJob(namespace, name) {
   const main = document.getElementById('main');
   state.detail = null;
+  state.samples = [];
+  state.metric = null;
   stopLog();
   main.replaceChildren(
     el('nav', { class: 'crumbs' }, el('a', { href: '#/' }, 'TrainJobs'), ' / ', namespace, ' / ', el('strong', {}, name)),
     el('div', { id: 'detail' }, el('p', { class: 'muted' }, 'Loading…')),
+    chartsPanel(namespace, name),
     logPanel(namespace, name),
     section('Pipeline plugins', el('div', { id: 'describe-pipeline' }, el('p', { class: 'muted' }, 'Loading…'))));
   loadDescribe(namespace, name);
   follow('/api/watch/' + encodeURIComponent(namespace) + '/' + encodeURIComponent(name), {
-    trainjob: (data) => { state.detail = data; renderDetail(namespace, name); },
+    trainjob: (data) => {
+      state.detail = data;
+      renderDetail(namespace, name);
+      sampleProgress(data.summary.progress);
+      renderProgressCharts();
+      loadMetric(namespace, name, false);
+    },
     error: (err) => { document.getElementById('detail').replaceChildren(errorBox(err)); },
   });
 }
@@ -252,7 +263,7 @@ function renderDetail(namespace, name) {
       s.progress.remainingSeconds != null ? el('span', { class: 'muted' }, ' ', s.progress.remainingSeconds, 's left') : null,
       (s.progress.metrics || []).map((m) => el('span', { class: 'metric' }, m.name, ' ', m.value))));
   }
-  if (s.firstFailure) out.push(failureCard(s.firstFailure, d.firstFailureText));
+  if (s.firstFailure) out.push(failureCard(s.firstFailure, d.firstFailureText, d.firstFailureNoLog));
   out.push(section('Pipeline', pipeline(s.stages)));
   out.push(section('Ranks', rankGrid(s.pods)));
   out.push(section('Replicated jobs', table(['Name', 'Ready', 'Active', 'Succeeded', 'Failed', 'Suspended'],
@@ -324,7 +335,7 @@ async function loadDescribe(namespace, name) {
     d.error ? errorBox({ error: d.error }) : '');
 }
 
-function failureCard(f, text) {
+function failureCard(f, text, noLog) {
   return el('section', { class: 'card failure', id: 'first-failure' },
     el('h2', {}, 'First failure'),
     el('p', {}, el('strong', {}, text || f.reason)),
@@ -333,7 +344,7 @@ function failureCard(f, text) {
         ['Exit code', f.exitCode], ['Reason', f.reason], ['When', clock(f.time)], ['Restarts', f.restarts]]
         .filter(([, v]) => v !== undefined && v !== '').flatMap(([k, v]) => [el('dt', {}, k), el('dd', {}, v)])),
     f.message ? el('p', {}, f.message) : null,
-    f.log ? el('pre', { class: 'log' }, f.log.join('\n')) : f.logUnavailable ? el('p', { class: 'muted' }, 'No log: ', f.logUnavailable) : null);
+    f.log ? el('pre', { class: 'log' }, f.log.join('\n')) : noLog ? el('p', { class: 'muted', id: 'first-failure-log' }, noLog) : null);
 }
 
 // pipeline draws the stages as a timeline: one bar per stage, placed and sized by its start and end.
@@ -394,6 +405,145 @@ function rankGrid(pods) {
       return cell;
     }))));
   return el('div', {}, legend, groups);
+}
+
+// ---- Charts ----
+
+const SVG = 'http://www.w3.org/2000/svg';
+
+// svg makes an SVG element with attributes and children.
+function svg(tag, attrs, ...children) {
+  const e = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v !== undefined && v !== null) e.setAttribute(k, v);
+  }
+  for (const c of children.flat()) {
+    if (c !== undefined && c !== null) e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return e;
+}
+
+// seriesColour tells series apart: hues spread around the wheel.
+function seriesColour(i) {
+  return 'hsl(' + Math.round((i * 137.5) % 360) + ', 65%, 45%)';
+}
+
+// ticks are n+1 round values from lo to hi.
+function ticks(lo, hi, n) {
+  return Array.from({ length: n + 1 }, (_, i) => lo + (hi - lo) * i / n);
+}
+
+function shortNumber(v) {
+  return Math.abs(v) >= 1000 || (v !== 0 && Math.abs(v) < 0.01) ? v.toExponential(1) : String(Number(v.toPrecision(3)));
+}
+
+// lineChart draws series ([{ name, points: [[x, y], …] }]) as lines on shared axes, in plain SVG: a point is a
+// circle whose title says its series, x and y (while there are few enough to hover). formatX writes an x.
+function lineChart(id, series, xTitle, formatX) {
+  const W = 640, H = 200, L = 52, R = 12, T = 10, B = 34;
+  const all = series.flatMap((s) => s.points);
+  if (!all.length) return el('p', { class: 'muted', id }, 'No points yet.');
+  let [x0, x1] = [Math.min(...all.map((p) => p[0])), Math.max(...all.map((p) => p[0]))];
+  let [y0, y1] = [Math.min(...all.map((p) => p[1])), Math.max(...all.map((p) => p[1]))];
+  if (x0 === x1) { x0 -= 1; x1 += 1; }
+  if (y0 === y1) { y0 -= Math.abs(y0) / 2 || 1; y1 += Math.abs(y1) / 2 || 1; }
+  const sx = (x) => L + (W - L - R) * (x - x0) / (x1 - x0);
+  const sy = (y) => H - B - (H - T - B) * (y - y0) / (y1 - y0);
+  const axes = svg('g', { class: 'axes' },
+    svg('line', { x1: L, y1: H - B, x2: W - R, y2: H - B }), svg('line', { x1: L, y1: T, x2: L, y2: H - B }),
+    ticks(y0, y1, 4).map((y) => svg('text', { x: L - 6, y: sy(y) + 4, 'text-anchor': 'end' }, shortNumber(y))),
+    ticks(x0, x1, 4).map((x) => svg('text', { x: sx(x), y: H - B + 16, 'text-anchor': 'middle' }, formatX(x))),
+    svg('text', { x: (L + W - R) / 2, y: H - 4, 'text-anchor': 'middle', class: 'axis-title' }, xTitle));
+  const dots = all.length <= 1500;
+  const lines = series.map((s, i) => svg('g', { class: 'series', 'data-series': s.name, stroke: seriesColour(i), fill: seriesColour(i) },
+    svg('polyline', { fill: 'none', points: s.points.map((p) => sx(p[0]).toFixed(1) + ',' + sy(p[1]).toFixed(1)).join(' ') }),
+    dots ? s.points.map((p) => svg('circle', { cx: sx(p[0]).toFixed(1), cy: sy(p[1]).toFixed(1), r: 2.5, 'data-x': p[0], 'data-y': p[1] },
+      svg('title', {}, s.name + ' · ' + xTitle + ' ' + formatX(p[0]) + ': ' + p[1]))) : null));
+  const legend = series.length > 1 ? el('div', { class: 'legend' }, series.slice(0, 32).map((s, i) => {
+    const swatch = el('i', { class: 'cell' });
+    swatch.dataset.colour = seriesColour(i);
+    return el('span', {}, swatch, s.name);
+  }), series.length > 32 ? el('span', { class: 'muted' }, '+' + (series.length - 32) + ' more') : null) : null;
+  const box = el('div', { class: 'chart', id }, legend);
+  box.append(svg('svg', { viewBox: '0 0 ' + W + ' ' + H, role: 'img', 'aria-label': xTitle + ' chart' }, axes, lines));
+  for (const sw of box.querySelectorAll('[data-colour]')) sw.style.background = sw.dataset.colour;
+  return box;
+}
+
+// sampleProgress keeps the trainer's status of a push when it is a new report (its time moved): the progress
+// chart shows what the page received while open, nothing from before.
+function sampleProgress(p) {
+  if (!p || (p.percentage == null && !(p.metrics || []).length)) return;
+  const t = p.lastUpdated ? Date.parse(p.lastUpdated) : Date.now();
+  const metrics = {};
+  for (const m of p.metrics || []) {
+    const v = Number(m.value);
+    if (m.value !== '' && Number.isFinite(v)) metrics[m.name] = v;
+  }
+  const last = state.samples[state.samples.length - 1];
+  const same = last && (p.lastUpdated ? last.t === t : last.percentage === p.percentage && JSON.stringify(last.metrics) === JSON.stringify(metrics));
+  if (!same) state.samples.push({ t, percentage: p.percentage, metrics });
+}
+
+// renderProgressCharts draws the progress and each numeric metric of the trainer's status over time.
+function renderProgressCharts() {
+  const box = document.getElementById('chart-progress');
+  if (!box) return;
+  const time = (t) => new Date(t).toLocaleTimeString();
+  const charts = [];
+  const pct = state.samples.filter((s) => s.percentage != null).map((s) => [s.t, s.percentage]);
+  if (pct.length) charts.push(el('h3', {}, 'Progress (%)'), lineChart('chart-percentage', [{ name: 'progress', points: pct }], 'time', time));
+  const names = [...new Set(state.samples.flatMap((s) => Object.keys(s.metrics)))].sort();
+  for (const n of names) {
+    const pts = state.samples.filter((s) => n in s.metrics).map((s) => [s.t, s.metrics[n]]);
+    charts.push(el('h3', {}, n), lineChart('chart-trainer-' + n, [{ name: n, points: pts }], 'time', time));
+  }
+  box.replaceChildren(...(charts.length ? charts : [el('p', { class: 'muted' },
+    'The trainer reports no progress (status.trainerStatus); the page charts each report it receives while open.')]));
+}
+
+// The log metric: how many ranks it reads at most, and how often it reads them again while pushes come.
+const METRIC_RANKS = 32;
+const METRIC_EVERY = 5000;
+
+function chartsPanel(namespace, name) {
+  const expr = el('input', { type: 'search', id: 'metric-regexp', value: 'loss', 'aria-label': 'metric',
+    placeholder: 'a regular expression: the number after it is the value' });
+  expr.addEventListener('change', () => loadMetric(namespace, name, true));
+  const box = section('Charts',
+    el('div', { id: 'chart-progress' }),
+    el('h3', {}, 'From the logs, per rank'),
+    el('div', { class: 'toolbar' }, expr, el('span', { id: 'metric-note', class: 'muted' })),
+    el('div', { id: 'chart-metric' }));
+  box.id = 'charts';
+  return box;
+}
+
+// loadMetric parses the metric of the box from the logs of the ranks (the first METRIC_RANKS), at most every
+// METRIC_EVERY ms unless now.
+async function loadMetric(namespace, name, now) {
+  const box = document.getElementById('chart-metric');
+  if (!box || !state.detail) return;
+  const m = state.metric || {};
+  if (m.busy || (!now && m.at && Date.now() - m.at < METRIC_EVERY)) return;
+  state.metric = { at: Date.now(), busy: true };
+  const expr = document.getElementById('metric-regexp').value;
+  const pods = state.detail.summary.pods.filter((p) => p.phase !== 'Pending');
+  const shown = pods.slice(0, METRIC_RANKS);
+  const base = '/api/trainjobs/' + encodeURIComponent(namespace) + '/' + encodeURIComponent(name) + '/metric?';
+  const results = await Promise.all(shown.map((p) => api('GET', base + new URLSearchParams({ pod: p.name, regexp: expr }))
+    .then((r) => ({ pod: p, points: r.points }), (e) => ({ pod: p, error: e }))));
+  state.metric.busy = false;
+  if (document.getElementById('chart-metric') !== box) return;
+  const bad = results.filter((r) => r.error);
+  const series = results.filter((r) => r.points && r.points.length)
+    .map((r) => ({ name: (r.pod.replicatedJob || 'pod') + ' rank ' + (r.pod.rank || '-'), points: r.points.map((p) => [p.step, p.value]) }));
+  document.getElementById('metric-note').textContent = [
+    pods.length > shown.length ? 'the first ' + shown.length + ' of ' + pods.length + ' ranks' : '',
+    bad.length ? 'the log of ' + bad.length + ' of ' + shown.length + ' ranks could not be read (' + bad[0].pod.name + ': ' + bad[0].error.message + ')' : '',
+  ].filter(Boolean).join('; ');
+  box.replaceChildren(series.length ? lineChart('chart-metric-lines', series, 'step', String)
+    : el('p', { class: 'muted' }, pods.length ? 'No line of the ranks\' logs matches ' + expr + ' followed by a number.' : 'No rank runs yet.'));
 }
 
 // ---- Logs ----

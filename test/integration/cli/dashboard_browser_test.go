@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -21,8 +22,8 @@ import (
 // testDashboardInBrowser opens the dashboard in a real headless Chromium (Debian's, which `make tools`
 // installs) driven by chromedp, on the API server c: the list shows the TrainJobs with their stages, a change
 // of stage shows without a reload, a failed TrainJob's page shows its first failure and its rank grid, a
-// read-only dashboard offers no action, and one with --allow-writes suspends and resumes. Every step waits on
-// the DOM. Screenshots of each view at 1440×900 and 390×844 are saved in the test's artifacts (go test
+// read-only dashboard offers no action, the trainer's reports of progress and loss are charted as they come,
+// and one with --allow-writes suspends and resumes. Every step waits on the DOM, with a deadline of its own. Screenshots of each view at 1440×900 and 390×844 are saved in the test's artifacts (go test
 // -artifacts keeps them).
 func testDashboardInBrowser(t *testing.T, c *cluster.Cluster) {
 	chromium := cluster.RequireChromium(t)
@@ -31,7 +32,7 @@ func testDashboardInBrowser(t *testing.T, c *cluster.Cluster) {
 	oom := failedTrainJob(f, "oom")
 	// A rank that still runs beside the one that failed: the logs panel can leave it out.
 	f.pod(oom, podState{rj: "node", rank: 1, node: "gpu-node-3", gpus: 8, phase: corev1.PodRunning, started: 72 * time.Second})
-	runningTrainJob(f, "other")
+	other := runningTrainJob(f, "other")
 	f.create(&trainer.TrainingRuntime{ObjectMeta: metav1.ObjectMeta{Name: "team-torch"}, Spec: minimalRuntimeSpec()})
 	f.trainJob("described", 1, false, func(tj *trainer.TrainJob) {
 		tj.Spec.RuntimeRef = trainer.RuntimeRef{Name: "team-torch", Kind: ptr.To(trainer.TrainingRuntimeKind)}
@@ -44,13 +45,14 @@ func testDashboardInBrowser(t *testing.T, c *cluster.Cluster) {
 	defer cancelAlloc()
 	browser, cancelBrowser := chromedp.NewContext(alloc)
 	defer cancelBrowser()
-	ctx, cancel := context.WithTimeout(browser, 3*time.Minute)
-	defer cancel()
+	// The first action starts the browser, which a step's deadline must not stop.
+	ctx := browser
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
 	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
-		if err := chromedp.Do(ctx, steps...); err != nil {
-			failInBrowser(t, browser, what, err)
-		}
+		inBrowser(t, ctx, browser, what, chromedp.Steps(steps...))
 	}
 	screenshots := func(view string) {
 		t.Helper()
@@ -136,6 +138,28 @@ func testDashboardInBrowser(t *testing.T, c *cluster.Cluster) {
 		}
 	}
 
+	// The trainer's reports (status.trainerStatus) are charted as the pushes bring them: its progress and its
+	// loss over time, one point per report.
+	inBrowser(t, ctx, browser, "open other", chromedp.Evaluate[string](`location.hash = "#/trainjob/`+f.ns+`/other"`))
+	do("other's page", chromedp.WaitVisible(chromedp.CSS(`#detail .title .stage[data-stage="Training"]`)))
+	reported := time.Now().Add(-time.Minute).Truncate(time.Second)
+	for i, r := range []struct {
+		pct  int32
+		loss string
+	}{{20, "2.5"}, {60, "1.25"}} {
+		other.Status.TrainerStatus = &trainer.TrainerStatus{ProgressPercentage: ptr.To(r.pct), Metrics: []trainer.Metric{{Name: "loss", Value: r.loss}},
+			LastUpdatedTime: metav1.NewTime(reported.Add(time.Duration(i) * 30 * time.Second))}
+		f.updateStatus(other)
+		do(fmt.Sprintf("report %d charted", i+1), chromedp.Poll[chromedp.Void](fmt.Sprintf(`document.querySelectorAll("#chart-percentage circle").length === %d`, i+1)))
+	}
+	for chart, want := range map[string][]string{"#chart-percentage": {"20", "60"}, "#chart-trainer-loss": {"2.5", "1.25"}} {
+		got := inBrowser(t, ctx, browser, chart, chromedp.Evaluate[[]string](`[...document.querySelectorAll("`+chart+` circle")].map((c) => c.dataset.y)`))
+		if !slices.Equal(got, want) {
+			t.Errorf("%s charts %q, want %q", chart, got, want)
+		}
+	}
+	screenshots("charts")
+
 	// With --allow-writes the page suspends and resumes, and shows each change of stage as it happens.
 	rw := startDashboard(t, withArgs(kubeArgs(c, f.ns), "--allow-writes")...)
 	stage := func(s string) chromedp.Action[chromedp.Void] {
@@ -153,9 +177,15 @@ func testDashboardInBrowser(t *testing.T, c *cluster.Cluster) {
 	}
 }
 
-// inBrowser runs action in the page of ctx and returns its value; on error it fails t with the page's HTML.
+// browserStep bounds one step in the browser: a step that does not end fails naming itself.
+const browserStep = time.Minute
+
+// inBrowser runs action in the page of ctx, within browserStep, and returns its value; on error it fails t
+// with the page's HTML.
 func inBrowser[T any](t *testing.T, ctx, browser context.Context, what string, action chromedp.Action[T]) T {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, browserStep)
+	defer cancel()
 	v, err := chromedp.Run(ctx, action)
 	if err != nil {
 		failInBrowser(t, browser, what, err)
