@@ -20,6 +20,7 @@ import (
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/optimization/search"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/completion"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/optimizationjob"
 )
 
 const optimizeLong = `Create an OptimizationJob (KEP-2605): a hyperparameter search whose trials are TrainJobs.
@@ -40,8 +41,8 @@ trial is the one whose last report is lowest (min) or highest (max).
 draws each trial's values, the same ones for the same --seed.
 
 The parameters are checked by the controller's own parser before anything is sent. The
-runtime must exist, as for create. kubectl trainjob status NAME then shows the trials, best
-first.`
+runtime must exist, as for create. kubectl trainjob status optimizationjob/NAME then shows
+the trials, best first.`
 
 const optimizeExample = `  # 20 trials of random search, 4 at once, over the learning rate and the batch size
   kubectl trainjob optimize sweep --runtime torch-distributed --image ghcr.io/example/train:1.0 \
@@ -185,7 +186,7 @@ func (o *OptimizeOptions) Run(ctx context.Context) error {
 		return err
 	}
 	if o.DryRun == dryRunNone && ptr.Deref(o.PrintFlags.OutputFormat, "") == "" {
-		fmt.Fprintf(o.Out, "Follow its trials with: kubectl trainjob status %s\n", oj.Name)
+		fmt.Fprintf(o.Out, "Follow its trials with: kubectl trainjob status %s%s\n", optimizationjob.Prefix, oj.Name)
 	}
 	return nil
 }
