@@ -2,15 +2,12 @@ package chaos_test
 
 import (
 	"context"
-	"crypto/tls"
 	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
 	"strconv"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -124,11 +121,11 @@ func secretCA(ctx context.Context) (*x509.Certificate, error) {
 	if err != nil {
 		return nil, err
 	}
-	block, _ := pem.Decode(s.Data["ca.crt"])
-	if block == nil {
-		return nil, fmt.Errorf("the webhook Secret has no CA: %q", s.Data["ca.crt"])
+	certs, err := cluster.ParseCerts(s.Data["ca.crt"])
+	if err != nil {
+		return nil, fmt.Errorf("the webhook Secret has no CA: %v: %q", err, s.Data["ca.crt"])
 	}
-	return x509.ParseCertificate(block.Bytes)
+	return certs[0], nil
 }
 
 // webhookCAChanged waits until the webhook Secret holds a CA other than old and every replica's webhook
@@ -151,16 +148,11 @@ func webhookCAChanged(t *testing.T, old *x509.Certificate) *x509.Certificate {
 
 // servedBy is nil when every replica's webhook server serves a certificate of ca.
 func servedBy(ca *x509.Certificate) error {
-	pool := x509.NewCertPool()
-	pool.AddCert(ca)
 	for i, o := range env.stack.Replicas {
 		addr := net.JoinHostPort(o.Config.Webhook.Host, strconv.Itoa(int(*o.Config.Webhook.Port)))
-		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr,
-			&tls.Config{RootCAs: pool, ServerName: "localhost", MinVersion: tls.VersionTLS12})
-		if err != nil {
+		if err := cluster.ServesCertOf(addr, ca); err != nil {
 			return fmt.Errorf("replica %d does not serve a certificate of the Secret's CA: %w", i, err)
 		}
-		_ = conn.Close()
 	}
 	return nil
 }

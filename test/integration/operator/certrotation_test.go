@@ -2,12 +2,11 @@ package operator_test
 
 import (
 	"context"
-	"crypto/tls"
 	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -36,32 +35,11 @@ var webhookSecret = client.ObjectKey{Namespace: optest.Namespace, Name: "kubectl
 
 // firstCA is the first PEM block of a CA bundle.
 func firstCA(bundle []byte) (*x509.Certificate, error) {
-	certs, err := parseCerts(bundle)
-	if err != nil || len(certs) == 0 {
+	certs, err := cluster.ParseCerts(bundle)
+	if err != nil {
 		return nil, fmt.Errorf("no CA certificate in %q: %v", bundle, err)
 	}
 	return certs[0], nil
-}
-
-// parseCerts parses every certificate of a PEM bundle.
-func parseCerts(bundle []byte) ([]*x509.Certificate, error) {
-	var certs []*x509.Certificate
-	for rest := bundle; ; {
-		var block *pem.Block
-		block, rest = pem.Decode(rest)
-		if block == nil {
-			break
-		}
-		cert, err := x509.ParseCertificate(block.Bytes)
-		if err != nil {
-			return nil, err
-		}
-		certs = append(certs, cert)
-	}
-	if len(certs) == 0 {
-		return nil, errors.New("no certificate")
-	}
-	return certs, nil
 }
 
 // secretCA is the CA the Secret holds now.
@@ -101,33 +79,20 @@ func rotated(old *x509.Certificate) func(context.Context) error {
 			bundles["mutating "+w.Name] = w.ClientConfig.CABundle
 		}
 		for name, bundle := range bundles {
-			certs, err := parseCerts(bundle)
+			certs, err := cluster.ParseCerts(bundle)
 			if err != nil {
 				return fmt.Errorf("webhook %s: %v", name, err)
 			}
-			if !containsCert(certs, ca) {
+			if !slices.ContainsFunc(certs, ca.Equal) {
 				return fmt.Errorf("webhook %s does not trust the new CA yet", name)
 			}
 		}
-		pool := x509.NewCertPool()
-		pool.AddCert(ca)
-		dialer := &net.Dialer{Timeout: 5 * time.Second}
 		addr := net.JoinHostPort(op.Config.Webhook.Host, strconv.Itoa(int(*op.Config.Webhook.Port)))
-		conn, err := tls.DialWithDialer(dialer, "tcp", addr, &tls.Config{RootCAs: pool, ServerName: "localhost", MinVersion: tls.VersionTLS12})
-		if err != nil {
+		if err := cluster.ServesCertOf(addr, ca); err != nil {
 			return fmt.Errorf("the webhook server does not serve a certificate of the new CA yet: %v", err)
 		}
-		return conn.Close()
+		return nil
 	}
-}
-
-func containsCert(certs []*x509.Certificate, c *x509.Certificate) bool {
-	for _, x := range certs {
-		if x.Equal(c) {
-			return true
-		}
-	}
-	return false
 }
 
 // writeLoad creates and updates TrainJobs through the webhooks until

@@ -9,13 +9,12 @@ package certs_test
 
 import (
 	"context"
-	"crypto/tls"
 	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -88,42 +87,22 @@ func secretCA(ctx context.Context) (*x509.Certificate, error) {
 	if err := optest.Get(ctx, env.Client, secretKey, s); err != nil {
 		return nil, err
 	}
-	certs := parseCerts(s.Data["ca.crt"])
-	if len(certs) == 0 {
-		return nil, fmt.Errorf("the Secret has no CA: %q", s.Data["ca.crt"])
+	certs, err := cluster.ParseCerts(s.Data["ca.crt"])
+	if err != nil {
+		return nil, fmt.Errorf("the Secret has no CA: %v: %q", err, s.Data["ca.crt"])
 	}
 	return certs[0], nil
-}
-
-// parseCerts are the certificates of a PEM bundle.
-func parseCerts(bundle []byte) []*x509.Certificate {
-	var certs []*x509.Certificate
-	for {
-		var block *pem.Block
-		block, bundle = pem.Decode(bundle)
-		if block == nil {
-			return certs
-		}
-		if c, err := x509.ParseCertificate(block.Bytes); err == nil {
-			certs = append(certs, c)
-		}
-	}
 }
 
 // servesCA is nil once every replica's webhook and status servers serve a
 // certificate of ca.
 func servesCA(ctx context.Context, ca *x509.Certificate) error {
-	pool := x509.NewCertPool()
-	pool.AddCert(ca)
 	for i, op := range replicas {
 		for _, port := range []int32{*op.Config.Webhook.Port, *op.Config.StatusServer.Port} {
 			addr := net.JoinHostPort(op.Config.Webhook.Host, strconv.Itoa(int(port)))
-			dialer := &net.Dialer{Timeout: 5 * time.Second}
-			conn, err := tls.DialWithDialer(dialer, "tcp", addr, &tls.Config{RootCAs: pool, ServerName: "localhost", MinVersion: tls.VersionTLS12})
-			if err != nil {
+			if err := cluster.ServesCertOf(addr, ca); err != nil {
 				return fmt.Errorf("replica %d does not serve a certificate of the Secret's CA on %s yet: %v", i, addr, err)
 			}
-			_ = conn.Close()
 		}
 	}
 	return nil
@@ -136,10 +115,8 @@ func trainersTrust(tj *trainer.TrainJob, ca *x509.Certificate) func(context.Cont
 		if err := optest.Get(ctx, env.Client, client.ObjectKey{Namespace: tj.Namespace, Name: tj.Name + trainjobstatus.TLSConfigMapSuffix}, cm); err != nil {
 			return err
 		}
-		for _, c := range parseCerts([]byte(cm.Data[trainjobstatus.CACertKey])) {
-			if c.Equal(ca) {
-				return nil
-			}
+		if certs, err := cluster.ParseCerts([]byte(cm.Data[trainjobstatus.CACertKey])); err == nil && slices.ContainsFunc(certs, ca.Equal) {
+			return nil
 		}
 		return fmt.Errorf("the trainers of %s do not trust the Secret's CA %s yet", tj.Name, ca.SerialNumber)
 	}
