@@ -30,16 +30,24 @@ type readmeCommand struct {
 
 // readmeCommands are the commands of the README and docs/ that run on this cluster as they are written, in the
 // order they must run, with a user's first mistakes (a misspelt runtime, a quantity that is not one, a TrainJob
-// the CRD refuses). They run in a folder that holds the files the render examples name: trainjob.yaml (the
-// reference example 01), bad.yaml (numProcPerNode 0) and torch-distributed.yaml (the shipped runtime). The
-// first create makes llama (4 × 8 GPUs), `logs -f` follows it to its end, and
-// `delete` removes it. TestCommandMap (test/readme) holds each command the documents show and the tests that
-// run it.
+// the CRD refuses). They run in a folder that holds the files the render and describe-pipeline examples name:
+// trainjob.yaml (the reference example 01), bad.yaml (numProcPerNode 0), and torch-distributed.yaml and
+// runtime.yaml (the shipped runtime). The first create makes llama (4 × 8 GPUs), `logs -f` follows it to its
+// end, and `delete` removes it. TestCommandMap (test/readme) holds each command the documents show and the tests
+// that run it, and fails when one it marks verbatim to this test is not here.
 var readmeCommands = []readmeCommand{
 	{command: "kubectl trainjob render -f trainjob.yaml --runtime torch-distributed.yaml",
 		stdout: `(?m)^kind: JobSet\n(.*\n)*  name: multi-node-example\n(.*\n)*              - name: PET_NNODES\n                value: "3"\n`},
 	{command: "kubectl trainjob render -f bad.yaml --runtime torch-distributed.yaml", code: 1,
 		stderr: `^error: bad\.yaml: TrainJob\.trainer\.kubeflow\.org "bad" is invalid: spec\.trainer\.numProcPerNode: Invalid value: 0: numProcPerNode must be greater than or equal to 1\n$`},
+	{command: "kubectl trainjob describe-pipeline -f trainjob.yaml --runtime-file runtime.yaml",
+		stdout: `^TrainJob: +\S+/multi-node-example\nRuntime: +ClusterTrainingRuntime/torch-distributed \(torch\)\n`},
+	{command: "kubectl trainjob completion bash", stdout: `^# bash completion V2 for kubectl-trainjob `},
+	{command: "kubectl trainjob create bad --runtime no-such-runtime", code: 1,
+		stderr: `^error: clustertrainingruntime "no-such-runtime" not found; list runtimes with: kubectl trainjob runtimes\n$`},
+	// Before llama exists: the server's dry run, then what fits of it now, which the other tests' pods change.
+	{command: "kubectl trainjob create llama --runtime torch-distributed --nodes 4 --gpus-per-node 8 --dry-run=server",
+		stdout: `^trainjob\.trainer\.kubeflow\.org/llama created \(server dry run\)\n\nTrainJob \S+/llama `},
 	{command: "kubectl trainjob create llama --runtime torch-distributed --nodes 4 --gpus-per-node 8 --queue team-a -- torchrun train.py --lr 3e-4",
 		stdout: `^trainjob\.trainer\.kubeflow\.org/llama created\n$`},
 	{command: "kubectl trainjob create llama --runtime torch-distibuted", code: 1,
@@ -49,6 +57,8 @@ var readmeCommands = []readmeCommand{
 	// llama's pods write nothing of their own: rank 0 shows the simulated container's one line.
 	{command: "kubectl trainjob logs llama -f",
 		stdout: `^simulated container started \(KWOK\); this pod has no log lines of its own\n$`},
+	{command: "kubectl trainjob status llama", stdout: `(?m)^Name: +llama\n(.*\n)*^Stage: +Complete`},
+	{command: "kubectl trainjob rerun llama --dry-run=client -o yaml", stdout: `(?m)^kind: TrainJob\n(.*\n)*^  name: llama-rerun-1\n`},
 	{command: "kubectl trainjob runtimes",
 		stdout: `(?m)^NAME +KIND +FRAMEWORK +POLICY +NODES +GPUS +AGE\n(.*\n)*deepspeed-distributed +ClusterTrainingRuntime +deepspeed +mpi +1 +- +\S+\n(.*\n)*torch-distributed +ClusterTrainingRuntime +torch +torch +1 +- +\S+\n`},
 	{command: "kubectl trainjob version", stdout: `^Client Version: \S+ \(commit \S+\)\nOperator Version: `},
@@ -77,6 +87,7 @@ func TestREADMECommands(t *testing.T) {
 	for name, from := range map[string]string{
 		"trainjob.yaml":          example("trainjob-01-multi-node.yaml"),
 		"torch-distributed.yaml": filepath.Join(suite.repo, "config", "runtimes", "torch_distributed.yaml"),
+		"runtime.yaml":           filepath.Join(suite.repo, "config", "runtimes", "torch_distributed.yaml"),
 	} {
 		data, err := os.ReadFile(from)
 		if err != nil {

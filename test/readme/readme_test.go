@@ -18,8 +18,9 @@ import (
 )
 
 // runBy is where a command the documents show is run: a test, as `<package folder>.<TestName>` (subtests after
-// a slash), and whether that test runs the command exactly as the documents write it (verbatim), or the same
-// command on its own fixture (another namespace, name or image).
+// a slash), and whether that test runs the command exactly as the documents write it on the local cluster
+// (verbatim), or the same command on its own fixture (another namespace, name or image). A verbatim command of
+// the local cluster's end-to-end suite is one of readmeTest's commands: each runs there, as written, in order.
 type runBy struct {
 	tests    []string
 	verbatim bool
@@ -63,34 +64,36 @@ var commands = map[string]runBy{
 	"kubectl trainjob runtimes":                                                                                          {tests: []string{"test/e2e.TestREADMECommands", "test/integration/cli.TestRuntimes"}, verbatim: true},
 	"kubectl trainjob create llama --runtime torch-distributed --nodes 4 --gpus-per-node 8 --queue team-a -- torchrun train.py --lr 3e-4": {
 		tests: []string{"test/e2e.TestREADMECommands", "test/integration/cli.TestCreate"}, verbatim: true},
-	"kubectl trainjob status llama":  {tests: []string{"test/integration/cli.TestStatus/Training"}},
+	"kubectl trainjob status llama":  {tests: []string{"test/e2e.TestREADMECommands", "test/integration/cli.TestStatus/Training"}, verbatim: true},
 	"kubectl trainjob logs llama -f": {tests: []string{"test/e2e.TestREADMECommands", "test/integration/cli.TestLogs"}, verbatim: true},
 	"kubectl trainjob delete llama":  {tests: []string{"test/e2e.TestREADMECommands", "test/integration/cli.TestLifecycle/delete"}, verbatim: true},
 
 	// README: the command table; docs/commands.md.
 	"kubectl trainjob create llama --runtime torch-distributed --nodes 2 --gpus-per-node 8 -- torchrun train.py": {tests: []string{"test/e2e.TestGPUTrainJobFromFlags", "test/demo.TestNoWait"}},
-	"kubectl trainjob create bad --runtime no-such-runtime":                                                      {tests: []string{"test/integration/cli.TestCreate"}},
+	"kubectl trainjob create bad --runtime no-such-runtime":                                                      {tests: []string{"test/e2e.TestREADMECommands", "test/integration/cli.TestCreate"}, verbatim: true},
 	"kubectl trainjob fit -f trainjob.yaml":                                                                      {tests: []string{"test/integration/cli.TestFit/two-of-four-now"}},
 	"kubectl trainjob create llama --runtime torch-distributed --nodes 2 --gpus-per-node 8 --gpu-claim -- torchrun train.py": {
 		tests: []string{"test/e2e.TestREADMECommands", "test/integration/cli.TestCreate/gpu-claim"}, verbatim: true},
 	"kubectl trainjob create llama --runtime torch-distributed --nodes 2 --gpus-per-node 8 --gpu-type NVIDIA-A100-SXM4-80GB -- torchrun train.py": {
 		tests: []string{"test/integration/cli.TestFit/create-gpu-type-dry-run-server", "test/integration/cli.TestCreate/gpu-type"}},
-	"kubectl trainjob create too-big --runtime torch-distributed --nodes 2 --gpus-per-node 16":               {tests: []string{"test/integration/cli.TestFit/create-warns"}},
-	"kubectl trainjob create llama --runtime torch-distributed --nodes 4 --gpus-per-node 8 --dry-run=server": {tests: []string{"test/integration/cli.TestFit/create-dry-run-server"}},
+	"kubectl trainjob create too-big --runtime torch-distributed --nodes 2 --gpus-per-node 16": {tests: []string{"test/integration/cli.TestFit/create-warns"}},
+	"kubectl trainjob create llama --runtime torch-distributed --nodes 4 --gpus-per-node 8 --dry-run=server": {
+		tests: []string{"test/e2e.TestREADMECommands", "test/integration/cli.TestFit/create-dry-run-server"}, verbatim: true},
 	"kubectl trainjob list":              {tests: []string{"test/e2e.TestREADMECommands", "test/integration/cli.TestList"}, verbatim: true},
 	"kubectl trainjob status big":        {tests: []string{"test/integration/cli.TestStatus/Unschedulable"}},
 	"kubectl trainjob status oom":        {tests: []string{"test/integration/cli.TestStatusFailures/OOMKilled"}},
 	"kubectl trainjob logs oom --failed": {tests: []string{"test/integration/cli.TestStatusFailures/OOMKilled"}},
-	"kubectl trainjob describe-pipeline -f trainjob.yaml --runtime-file runtime.yaml": {tests: []string{"plugin/describe.TestDescribePipelineOffline"}},
-	"kubectl trainjob render -f trainjob.yaml --runtime torch-distributed.yaml":       {tests: []string{"test/e2e.TestREADMECommands", "plugin/render.TestRenderExamples/trainjob-01-multi-node"}, verbatim: true},
-	"kubectl trainjob wait oom --for=Complete":                                        {tests: []string{"test/integration/cli.TestWait/failed-instead"}},
-	"kubectl trainjob suspend llama":                                                  {tests: []string{"test/integration/cli.TestLifecycle/suspend-resume"}},
-	"kubectl trainjob version":                                                        {tests: []string{"test/e2e.TestREADMECommands", "test/integration/cli.TestVersion"}, verbatim: true},
-	"kubectl-trainjob operator --config config.yaml":                                  {tests: []string{"test/demo.TestNoWait", "test/bench.TestSmoke"}},
-	"kubectl trainjob completion bash":                                                {tests: []string{"test/integration/cli.TestCompletion"}},
-	"kubectl trainjob rerun llama --set nodes=8":                                      {tests: []string{"test/integration/cli.TestRerun/set"}},
-	"kubectl trainjob port-forward llama 16006:6006 --rank 1":                         {tests: []string{"test/realnode.TestPortForward"}},
-	"kubectl trainjob dashboard":                                                      {tests: []string{"test/integration/cli.TestLifecycle/dashboard"}},
+	"kubectl trainjob describe-pipeline -f trainjob.yaml --runtime-file runtime.yaml": {
+		tests: []string{"test/e2e.TestREADMECommands", "plugin/describe.TestDescribePipelineOffline"}, verbatim: true},
+	"kubectl trainjob render -f trainjob.yaml --runtime torch-distributed.yaml": {tests: []string{"test/e2e.TestREADMECommands", "plugin/render.TestRenderExamples/trainjob-01-multi-node"}, verbatim: true},
+	"kubectl trainjob wait oom --for=Complete":                                  {tests: []string{"test/integration/cli.TestWait/failed-instead"}},
+	"kubectl trainjob suspend llama":                                            {tests: []string{"test/integration/cli.TestLifecycle/suspend-resume"}},
+	"kubectl trainjob version":                                                  {tests: []string{"test/e2e.TestREADMECommands", "test/integration/cli.TestVersion"}, verbatim: true},
+	"kubectl-trainjob operator --config config.yaml":                            {tests: []string{"test/demo.TestNoWait", "test/bench.TestSmoke"}},
+	"kubectl trainjob completion bash":                                          {tests: []string{"test/e2e.TestREADMECommands", "test/integration/cli.TestCompletion"}, verbatim: true},
+	"kubectl trainjob rerun llama --set nodes=8":                                {tests: []string{"test/integration/cli.TestRerun/set"}},
+	"kubectl trainjob port-forward llama 16006:6006 --rank 1":                   {tests: []string{"test/realnode.TestPortForward"}},
+	"kubectl trainjob dashboard":                                                {tests: []string{"test/integration/cli.TestLifecycle/dashboard"}},
 
 	// README: Hyperparameter search; docs/commands.md: optimize.
 	"kubectl trainjob status optimizationjob/sweep":                           {tests: []string{"test/integration/cli.TestOptimization/status"}},
@@ -102,7 +105,7 @@ var commands = map[string]runBy{
 
 	// docs/commands.md: rerun.
 	"kubectl trainjob rerun llama":                          {tests: []string{"test/integration/cli.TestRerun/rerun"}},
-	"kubectl trainjob rerun llama --dry-run=client -o yaml": {tests: []string{"test/integration/cli.TestRerun/dry-run"}},
+	"kubectl trainjob rerun llama --dry-run=client -o yaml": {tests: []string{"test/e2e.TestREADMECommands", "test/integration/cli.TestRerun/dry-run"}, verbatim: true},
 
 	// README: With Kueue (and MultiKueue).
 	"kubectl trainjob list -o wide":             {tests: []string{"test/e2e/kueue.TestQueueing/the second waits for GPUs, suspended, and its Workload says why", "test/integration/cli.TestList"}},
@@ -115,6 +118,12 @@ var commands = map[string]runBy{
 	"export KUBECONFIG=$PWD/bin/dev-cluster/kubeconfig": {tests: []string{"test/cluster/cmd/dev-cluster.TestMakeDevClusterKueue"}},
 	"kubectl trainjob create my-job --runtime torch-distributed --queue gpu --nodes 2 --gpus-per-node 8": {
 		tests: []string{"test/cluster/cmd/dev-cluster.TestMakeDevClusterKueue"}},
+	"make dev-cluster KUEUE=1": {tests: []string{"test/cluster/cmd/dev-cluster.TestMakeDevClusterKueue"}},
+
+	// test/cluster/README.md: the dev cluster's flags (make passes DEV_CLUSTER_FLAGS on) and each profile's test.
+	`make dev-cluster DEV_CLUSTER_FLAGS="-gpu-nodes=8 -pod-run-duration=1m"`: {tests: []string{"test/cluster/cmd/dev-cluster.TestMakeDevClusterKueue"}},
+	"go test ./test/cluster -run TestAPIProfile -v":                          {tests: []string{"test/cluster.TestAPIProfile"}},
+	"go test ./test/cluster -run TestFullProfile -v":                         {tests: []string{"test/cluster.TestFullProfile"}},
 
 	// docs/gpus.md: topology-aware placement with Kueue.
 	"kubectl trainjob create llama --runtime torch-distributed --nodes 2 --gpus-per-node 8 --queue gpu-tas --topology rack -- torchrun train.py": {
@@ -202,6 +211,7 @@ func TestCommandMap(t *testing.T) {
 	if len(shown) < len(commands)/2 {
 		t.Fatalf("found %d commands in %v, fewer than expected: %q", len(shown), documents, shown)
 	}
+	run := readmeTestCommands(t, root)
 	for c, by := range commands {
 		if !slices.Contains(shown, c) {
 			t.Errorf("commands maps %q, which no document shows any more", c)
@@ -223,11 +233,59 @@ func TestCommandMap(t *testing.T) {
 			if sub, ok := strings.CutPrefix(name, top+"/"); ok && !strings.Contains(src, strconv.Quote(sub)) {
 				t.Errorf("%q: %s has no subtest %q", c, dir, sub)
 			}
-			if i == 0 && by.verbatim && !strings.Contains(src, strconv.Quote(c)) && !strings.Contains(src, "`"+c+"`") {
+			if i == 0 && by.verbatim && test != readmeTest && !strings.Contains(src, strconv.Quote(c)) && !strings.Contains(src, "`"+c+"`") {
 				t.Errorf("%q: verbatim, but not written as a Go string in %s", c, dir)
 			}
 		}
+		if want, ok := goTestRun(c); ok && (len(by.tests) == 0 || by.tests[0] != want) {
+			t.Errorf("%q: its first test must be the one it runs, %s", c, want)
+		}
+		if by.verbatim && by.tests[0] == readmeTest && !slices.Contains(run, c) {
+			t.Errorf("%q: verbatim in %s, which does not run it: add it to its commands", c, readmeTest)
+		}
 	}
+	for _, c := range run {
+		if by := commands[c]; slices.Contains(shown, c) && (!by.verbatim || by.tests[0] != readmeTest) {
+			t.Errorf("%s runs %q as the documents show it: map it verbatim to %s first", readmeTest, c, readmeTest)
+		}
+	}
+}
+
+// goTestRun is the test a `go test PKG -run TestName` command runs, as `<package folder>.<TestName>`.
+func goTestRun(c string) (string, bool) {
+	f := strings.Fields(c)
+	i := slices.Index(f, "-run")
+	if len(f) < 2 || f[0] != "go" || f[1] != "test" || i < 0 || i+1 == len(f) {
+		return "", false
+	}
+	for _, a := range f[2:] {
+		if pkg, ok := strings.CutPrefix(a, "./"); ok {
+			return strings.TrimSuffix(pkg, "/") + "." + f[i+1], true
+		}
+	}
+	return "", false
+}
+
+// readmeTest runs, on the local cluster, the commands of the documents that run there as they are written: its
+// table holds each as a `command:` field, and runs them in its order.
+const readmeTest = "test/e2e.TestREADMECommands"
+
+// readmeTestCommands are the commands of readmeTest's table.
+func readmeTestCommands(t *testing.T, root string) []string {
+	t.Helper()
+	dir, _, _ := strings.Cut(readmeTest, ".")
+	var out []string
+	for _, m := range regexp.MustCompile(`\bcommand: ("(?:[^"\\]|\\.)*")`).FindAllStringSubmatch(testSources(t, filepath.Join(root, filepath.FromSlash(dir))), -1) {
+		c, err := strconv.Unquote(m[1])
+		if err != nil {
+			t.Fatalf("%s: command %s: %v", dir, m[1], err)
+		}
+		out = append(out, c)
+	}
+	if len(out) == 0 {
+		t.Fatalf("%s has no command: fields", dir)
+	}
+	return out
 }
 
 // TestExampleOutputs: every output a document shows under a command is taken from the golden file that outputs
@@ -298,8 +356,11 @@ func TestProseCommands(t *testing.T) {
 	doc := "Run `kubectl trainjob logs sgd --rank all` and `kubectl-trainjob list -A -o json`; `kubectl trainjob status`,\n" +
 		"`kubectl trainjob create -f`, `kubectl trainjob status NAME`, `kubectl trainjob logs llama-mk -n <ns>`,\n" +
 		"`kubectl trainjob create --queue gpu …` and `make tools` name commands.\n" +
+		"`make dev-cluster DEV_CLUSTER_FLAGS=\"-gpu-nodes=8\"` and `go test ./test/cluster -run TestAPIProfile -v` run;\n" +
+		"`go test ./test/...`, `go test -run TestX ./test/e2e/...` and `go test -run '^$' -bench X` name how.\n" +
 		"```sh\nkubectl trainjob delete llama --now\n```\n"
-	want := []string{"kubectl trainjob logs sgd --rank all", "kubectl-trainjob list -A -o json"}
+	want := []string{"kubectl trainjob logs sgd --rank all", "kubectl-trainjob list -A -o json",
+		`make dev-cluster DEV_CLUSTER_FLAGS="-gpu-nodes=8"`, "go test ./test/cluster -run TestAPIProfile -v"}
 	if got := proseCommands(doc); !slices.Equal(got, want) {
 		t.Errorf("proseCommands = %q, want %q", got, want)
 	}
@@ -366,23 +427,34 @@ func shownCommands(doc string) []string {
 	return out
 }
 
-// proseCommands are the whole `kubectl trainjob …` commands that a document's prose shows in inline code, outside
-// its code blocks: a command and its arguments, as a user would type it. A command named alone (`kubectl trainjob
-// status`), or with a flag named alone (`kubectl trainjob create -f`), or with a placeholder (<ns>, NAME, …, a|b)
-// names a command rather than showing one, and is left out.
+// proseCommands are the whole commands that a document's prose shows in inline code, outside its code blocks, as
+// a user would type them: `kubectl trainjob …` with its arguments, `make TARGET` with settings (`KUEUE=1`), and
+// `go test … -run TestName`. A command named alone (`kubectl trainjob status`, `make tools`, `go test ./test/...`),
+// or with a flag named alone (`kubectl trainjob create -f`), or with a placeholder (<ns>, NAME, …, a|b, TestX) names
+// a command rather than showing one, and is left out.
 func proseCommands(doc string) []string {
 	doc = regexp.MustCompile("(?ms)^```.*?^```").ReplaceAllString(doc, "")
+	placeholders := regexp.MustCompile(`[<…|]|\b[A-Z]{2,}\b|\bTest[A-Z]\b`)
 	var out []string
-	for _, m := range regexp.MustCompile("`((?:kubectl trainjob|kubectl-trainjob) [^`]*)`").FindAllStringSubmatch(doc, -1) {
+	for _, m := range regexp.MustCompile("`((?:kubectl trainjob|kubectl-trainjob|make|go test) [^`]*)`").FindAllStringSubmatch(doc, -1) {
 		words := strings.Fields(m[1])
 		if words[0] == "kubectl" {
 			words = words[1:]
 		}
 		args := words[1:]
-		if len(args) < 2 || strings.HasPrefix(args[len(args)-1], "-") || regexp.MustCompile(`[<…|]|\b[A-Z]{2,}\b`).MatchString(m[1]) {
-			continue
+		var shows bool
+		switch words[0] {
+		case "make":
+			shows = slices.ContainsFunc(args, func(a string) bool { return strings.Contains(a, "=") })
+		case "go":
+			i := slices.Index(args, "-run")
+			shows = i >= 0 && i+1 < len(args) && strings.HasPrefix(args[i+1], "Test") && !placeholders.MatchString(args[i+1])
+		default:
+			shows = len(args) >= 2 && !strings.HasPrefix(args[len(args)-1], "-") && !placeholders.MatchString(m[1])
 		}
-		out = append(out, strings.Join(strings.Fields(m[1]), " "))
+		if shows {
+			out = append(out, strings.Join(strings.Fields(m[1]), " "))
+		}
 	}
 	return out
 }
