@@ -6,7 +6,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
@@ -276,18 +275,24 @@ func ExactRequest(r resourcev1.DeviceRequest) (string, resourcev1.DeviceAllocati
 }
 
 func gpuIn(l corev1.ResourceList) (int64, bool) {
-	var name corev1.ResourceName
-	var q resource.Quantity
-	for k, v := range l {
-		// Sorted choice keeps this deterministic when several GPU kinds are listed.
-		if strings.Contains(strings.ToLower(string(k)), "gpu") && (name == "" || k < name) {
-			name, q = k, v
-		}
-	}
+	name := GPUResourceIn(l)
 	if name == "" {
 		return 0, false
 	}
+	q := l[name]
 	return q.Value(), true
+}
+
+// GPUResourceIn is the GPU resource of l: of the names that hold "gpu" (nvidia.com/gpu, amd.com/gpu), the
+// first in sorted order; "" when there is none.
+func GPUResourceIn(l corev1.ResourceList) corev1.ResourceName {
+	var name corev1.ResourceName
+	for k := range l {
+		if strings.Contains(strings.ToLower(string(k)), "gpu") && (name == "" || k < name) {
+			name = k
+		}
+	}
+	return name
 }
 
 // TrainerResources returns the resources of the trainer's `node` container

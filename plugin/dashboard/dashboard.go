@@ -97,7 +97,9 @@ TrainJobs and pushes every change, so a change of stage shows without a reload.
 The list shows what list shows (stage, runtime, nodes, GPUs, progress, age), with a filter and
 sorting; a TrainJob's page shows what status shows (the stage and why, the first failure, the
 pipeline's stages, every condition and Event), a grid of its pods by rank coloured by phase, their
-logs, and the TrainJob and its JobSet as YAML.
+logs, charts of the trainer's progress and of a metric its ranks print (the loss), and the TrainJob
+and its JobSet as YAML. The GPUs view shows every node's GPUs, free and used, and who holds them,
+as fit counts them, and where a pasted TrainJob would fit now.
 
 The URL holds a random token: every request without it (or the cookie it becomes) is refused, as
 is any request that names the server by a DNS name other than localhost or that comes from another

@@ -3,6 +3,7 @@ package dashboard
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/subtle"
 	"embed"
@@ -23,6 +24,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
@@ -37,6 +39,7 @@ import (
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/snapshot"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/describe"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/fit"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/kueue"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/lifecycle"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/list"
@@ -99,6 +102,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/trainjobs/{namespace}/{name}/log", s.log)
 	mux.HandleFunc("GET /api/trainjobs/{namespace}/{name}/metric", s.metric)
 	mux.HandleFunc("GET /api/trainjobs/{namespace}/{name}/pipeline", s.pipeline)
+	mux.HandleFunc("GET /api/gpus", s.gpus)
+	mux.HandleFunc("POST /api/fit", s.fit)
 	mux.HandleFunc("GET /api/watch", s.watchTrainJobs)
 	mux.HandleFunc("GET /api/watch/{namespace}/{name}", s.watchTrainJob)
 	mux.HandleFunc("POST /api/trainjobs/{namespace}/{name}/{action}", s.act)
@@ -141,7 +146,7 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		}
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			switch {
-			case !s.AllowWrites:
+			case !s.AllowWrites && !readsOnly(r):
 				refuse(w, http.StatusForbidden, "the dashboard is read-only: start it with --allow-writes to suspend and resume TrainJobs")
 				return
 			case origin == "":
@@ -151,6 +156,12 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// readsOnly tells whether a request that is not a GET writes nothing: a TrainJob posted to /api/fit, which is
+// only placed on the nodes.
+func readsOnly(r *http.Request) bool {
+	return r.Method == http.MethodPost && r.URL.Path == "/api/fit"
 }
 
 func (s *Server) valid(token string) bool {
@@ -578,6 +589,59 @@ func parseMetric(log io.Reader, re *regexp.Regexp) ([]Point, error) {
 		points = append(points, Point{Step: step, Value: v})
 	}
 	return points, lines.Err()
+}
+
+// GPUs is the GPUs view: every node's GPUs and who holds them, as fit counts them, and what fit notes of what
+// it could not read.
+type GPUs struct {
+	Nodes []fit.NodeGPUs `json:"nodes"`
+	Notes []string       `json:"notes,omitempty"`
+}
+
+// gpus answers the GPUs view: fit's read of the cluster (its nodes, the pods on them, the DRA devices and
+// claims), every node's GPUs counted by fit.GPUs.
+func (s *Server) gpus(w http.ResponseWriter, r *http.Request) {
+	cl, err := fit.ReadCluster(r.Context(), s.Client, fit.ReadOptions{Pods: true, Claims: true})
+	if err != nil {
+		writeFitError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, GPUs{Nodes: fit.GPUs(cl), Notes: cl.Notes})
+}
+
+// FitResult is where a pasted TrainJob would fit now: fit -o json's document, and the pipeline's warnings.
+type FitResult struct {
+	Fit      *fit.Fit `json:"fit"`
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// maxFitBody bounds the YAML a page may post to /api/fit.
+const maxFitBody = 1 << 20
+
+// fit answers where the TrainJob of the posted YAML (with its runtime, if the cluster has not it) would fit
+// now, as fit -f says it; a TrainJob without a namespace is of the dashboard's (default with -A).
+func (s *Server) fit(w http.ResponseWriter, r *http.Request) {
+	namespace := cmp.Or(s.Namespace, metav1.NamespaceDefault)
+	f, warnings, err := fit.File(r.Context(), s.Client, s.Pipeline, namespace, http.MaxBytesReader(w, r.Body, maxFitBody))
+	if err != nil {
+		writeFitError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, FitResult{Fit: f, Warnings: warnings})
+}
+
+// writeFitError answers an error of fit: the API server's as writeError does, one that says the user may not
+// list nodes as forbidden, and any other (the YAML) as a bad request.
+func writeFitError(w http.ResponseWriter, err error) {
+	var st apierrors.APIStatus
+	switch {
+	case errors.Is(err, fit.ErrNodesForbidden):
+		writeJSON(w, http.StatusForbidden, errorBody{Error: err.Error(), Forbidden: true})
+	case errors.As(err, &st):
+		writeError(w, err)
+	default:
+		writeJSON(w, http.StatusBadRequest, errorBody{Error: err.Error()})
+	}
 }
 
 // act suspends or resumes a TrainJob as `suspend` and `resume` do; the guard has let it through only with

@@ -6,7 +6,9 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -61,6 +63,22 @@ type Cluster struct {
 	Notes []string
 	// Sick are the nodes whose GPUs are sick (plugin/gpuhealth), by node name; read with the pods.
 	Sick map[string]*gpuhealth.Sickness
+	// Pods are the pods bound to each node and not ended, by node name, that Used sums; read with the pods.
+	Pods map[string][]NodePod
+	// Devices are the nodes' DRA devices (their ResourceSlices), read with the pods; Claims the ResourceClaims
+	// of every namespace, with ReadOptions.Claims.
+	Devices gpuhealth.Devices
+	Claims  []resourcev1.ResourceClaim
+}
+
+// NodePod is a pod on a node: who it is, whose (the TrainJob its JobSet label names, if any) and what it
+// requests.
+type NodePod struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// TrainJob is the name of the JobSet, and so of the TrainJob, whose label the pod carries.
+	TrainJob string              `json:"trainJob,omitempty"`
+	Requests corev1.ResourceList `json:"requests,omitempty"`
 }
 
 // ReadOptions say what ReadCluster reads.
@@ -72,6 +90,9 @@ type ReadOptions struct {
 	// Own, when set, is a TrainJob of the cluster: its own pods are left out of what the nodes use, so that
 	// fit says whether it would fit if it started now.
 	Own *trainer.TrainJob
+	// Claims reads the ResourceClaims of every namespace too (with Pods), to tell which DRA devices are taken.
+	// A user who may not list them gets none.
+	Claims bool
 }
 
 // podsPageSize bounds one page of the list of pods: a large cluster's pods come in pages, as kubectl reads them.
@@ -98,6 +119,14 @@ func ReadCluster(ctx context.Context, c client.Reader, opts ReadOptions) (*Clust
 	if err != nil {
 		return nil, err
 	}
+	cl.Devices = devices
+	if opts.Claims {
+		var claims resourcev1.ResourceClaimList
+		if err := c.List(ctx, &claims); err != nil && !apierrors.IsForbidden(err) && !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err) {
+			return nil, fmt.Errorf("list ResourceClaims: %w", err)
+		}
+		cl.Claims = claims.Items
+	}
 	for i := range cl.Nodes {
 		if s := gpuhealth.Of(&cl.Nodes[i], devices); s != nil {
 			if cl.Sick == nil {
@@ -106,7 +135,7 @@ func ReadCluster(ctx context.Context, c client.Reader, opts ReadOptions) (*Clust
 			cl.Sick[s.Node] = s
 		}
 	}
-	used, own, err := podRequests(ctx, c, opts.Own)
+	used, pods, own, err := podRequests(ctx, c, opts.Own)
 	switch {
 	case apierrors.IsForbidden(err):
 		cl.Notes = append(cl.Notes, "you may not list the pods of every namespace, so what pods already request on the nodes is not counted: \"now\" is as if the nodes were empty")
@@ -114,7 +143,7 @@ func ReadCluster(ctx context.Context, c client.Reader, opts ReadOptions) (*Clust
 	case err != nil:
 		return nil, err
 	}
-	cl.Used = used
+	cl.Used, cl.Pods = used, pods
 	if own > 0 {
 		cl.Notes = append(cl.Notes, fmt.Sprintf("the %d %s of TrainJob %s already on nodes %s not counted: fit says whether it would fit if it started now",
 			own, plural(own, "pod", "pods"), opts.Own.Name, plural(own, "is", "are")))
@@ -123,11 +152,12 @@ func ReadCluster(ctx context.Context, c client.Reader, opts ReadOptions) (*Clust
 }
 
 // podRequests is what the pods bound to a node and not ended request on each node, a pod counting as 1 of
-// the node's "pods", without those of own; and how many of own's it left out. Own's pods are those its
+// the node's "pods", without those of own; those pods by node; and how many of own's it left out. Own's pods are those its
 // JobSet's label selects and cmdutil.Lineage owns (read once, at the first such pod): a pod that only carries
 // the label is counted as any other.
-func podRequests(ctx context.Context, c client.Reader, own *trainer.TrainJob) (map[string]corev1.ResourceList, int, error) {
+func podRequests(ctx context.Context, c client.Reader, own *trainer.TrainJob) (map[string]corev1.ResourceList, map[string][]NodePod, int, error) {
 	used := map[string]corev1.ResourceList{}
+	onNode := map[string][]NodePod{}
 	ownPods := 0
 	var lineage *cmdutil.Lineage
 	isOwn := func(p *corev1.Pod) (bool, error) {
@@ -149,12 +179,12 @@ func podRequests(ctx context.Context, c client.Reader, own *trainer.TrainJob) (m
 	for {
 		var pods corev1.PodList
 		if err := c.List(ctx, &pods, client.MatchingFieldsSelector{Selector: bound}, client.Limit(podsPageSize), client.Continue(cont)); err != nil {
-			return nil, 0, err
+			return nil, nil, 0, err
 		}
 		for i := range pods.Items {
 			p := &pods.Items[i]
 			if ok, err := isOwn(p); err != nil {
-				return nil, 0, err
+				return nil, nil, 0, err
 			} else if ok {
 				ownPods++
 				continue
@@ -162,11 +192,14 @@ func podRequests(ctx context.Context, c client.Reader, own *trainer.TrainJob) (m
 			if used[p.Spec.NodeName] == nil {
 				used[p.Spec.NodeName] = corev1.ResourceList{}
 			}
-			add(used[p.Spec.NodeName], pipeline.PodRequests(&p.Spec))
+			requests := pipeline.PodRequests(&p.Spec)
+			add(used[p.Spec.NodeName], requests)
 			add(used[p.Spec.NodeName], corev1.ResourceList{corev1.ResourcePods: onePod})
+			onNode[p.Spec.NodeName] = append(onNode[p.Spec.NodeName], NodePod{Namespace: p.Namespace, Name: p.Name,
+				TrainJob: p.Labels[jobsetv1alpha2.JobSetNameKey], Requests: requests})
 		}
 		if cont = pods.Continue; cont == "" {
-			return used, ownPods, nil
+			return used, onNode, ownPods, nil
 		}
 	}
 }

@@ -185,17 +185,39 @@ func (o *Options) inputs(ctx context.Context) (in *dryrun.Inputs, live bool, err
 		}
 		return &dryrun.Inputs{TrainJobs: []*trainer.TrainJob{tj}, Runtimes: []*pipeline.Runtime{rt}}, true, nil
 	}
-	if in, err = dryrun.LoadOneTrainJob(ctx, o.namespace, o.Streams.In, o.Files); err != nil {
-		return nil, false, err
+	in, err = fileInputs(ctx, o.client, o.namespace, o.Streams.In, o.Files)
+	return in, false, err
+}
+
+// fileInputs are the one TrainJob of files (- reads stdin) in namespace unless it names its own, with the
+// runtime of the files or else the cluster's.
+func fileInputs(ctx context.Context, c client.Reader, namespace string, stdin io.Reader, files []string) (*dryrun.Inputs, error) {
+	in, err := dryrun.LoadOneTrainJob(ctx, namespace, stdin, files)
+	if err != nil {
+		return nil, err
 	}
 	if _, err := dryrun.FindRuntime(in.TrainJobs[0], in.Runtimes); err != nil {
-		rt, err := cmdutil.Runtime(ctx, o.client, in.TrainJobs[0])
+		rt, err := cmdutil.Runtime(ctx, c, in.TrainJobs[0])
 		if err != nil {
-			return nil, false, err
+			return nil, err
 		}
 		in.Runtimes = append(in.Runtimes, rt)
 	}
-	return in, false, nil
+	return in, nil
+}
+
+// File says whether the one TrainJob of the YAML or JSON of r (and its runtime, if r holds it, else the
+// cluster's) fits now, as fit -f does, built with p's pipeline; it returns the pipeline's warnings too.
+func File(ctx context.Context, c client.Reader, p *cmdutil.Pipeline, namespace string, r io.Reader) (*Fit, []string, error) {
+	in, err := fileInputs(ctx, c, namespace, r, []string{"-"})
+	if err != nil {
+		return nil, nil, err
+	}
+	fw, err := p.Framework(ctx, in)
+	if err != nil {
+		return nil, nil, err
+	}
+	return Check(ctx, c, fw, in.TrainJobs[0], in.Runtimes, ReadOptions{Pods: true})
 }
 
 // Check builds tj with fw on the runtime it references among runtimes, reads the cluster and places tj's pods.

@@ -19,6 +19,7 @@ const state = {
   logAbort: null,
   samples: [],          // the trainer's status as the pushes brought it: { t, percentage, metrics }
   metric: null,         // the log metric's last fetch: { at, busy }
+  gpusTimer: null,      // reads the GPUs view again while it is shown
 };
 
 // el makes an element with attributes (class, data-*, …) and children (elements or text).
@@ -85,8 +86,8 @@ function follow(url, on) {
   }
 }
 
-async function api(method, path) {
-  const resp = await fetch(path, { method, headers: { 'Accept': 'application/json' } });
+async function api(method, path, payload) {
+  const resp = await fetch(path, { method, body: payload, headers: { 'Accept': 'application/json' } });
   const body = await resp.json().catch(() => ({ error: resp.statusText }));
   if (!resp.ok) {
     const err = new Error(body.error || resp.statusText);
@@ -638,11 +639,102 @@ function actionButton(namespace, name, action, label) {
   return b;
 }
 
+// ---- GPUs ----
+
+// GPUS_EVERY is how often the GPUs view reads the nodes again while it is shown.
+const GPUS_EVERY = 10000;
+
+function showGPUs() {
+  const main = document.getElementById('main');
+  if (state.source) state.source.close();
+  state.source = null;
+  stopLog();
+  const yaml = el('textarea', { id: 'fit-yaml', rows: 14, spellcheck: 'false', 'aria-label': 'TrainJob YAML',
+    placeholder: 'Paste a TrainJob (and its runtime, if the cluster has not got it) to see where it would fit now…' });
+  const check = el('button', { id: 'fit-check' }, 'Where would it fit now?');
+  check.addEventListener('click', () => checkFit(yaml.value));
+  const refresh = el('button', { id: 'gpus-refresh' }, 'Refresh');
+  refresh.addEventListener('click', loadGPUs);
+  main.replaceChildren(
+    el('nav', { class: 'crumbs' }, el('a', { href: '#/' }, 'TrainJobs'), ' / ', el('strong', {}, 'GPUs')),
+    el('div', { class: 'toolbar' }, refresh, el('span', { id: 'gpus-count', class: 'muted' })),
+    el('div', { id: 'gpus' }, el('p', { class: 'muted' }, 'Loading…')),
+    section('Would it fit now?', yaml, el('div', { class: 'toolbar' }, check), el('div', { id: 'fit-result' })));
+  loadGPUs();
+  state.gpusTimer = setInterval(loadGPUs, GPUS_EVERY);
+}
+
+// loadGPUs draws every node's GPUs, free and used, and who holds them, as fit counts them.
+async function loadGPUs() {
+  const box = document.getElementById('gpus');
+  if (!box) return;
+  let d;
+  try {
+    d = await api('GET', '/api/gpus');
+  } catch (e) {
+    box.replaceChildren(errorBox(e));
+    setLive('not read', false);
+    return;
+  }
+  setLive('read ' + new Date().toLocaleTimeString(), true);
+  const total = d.nodes.reduce((n, g) => n + g.allocatable + g.devices, 0);
+  const free = d.nodes.reduce((n, g) => n + g.free + g.devices - g.devicesAllocated, 0);
+  document.getElementById('gpus-count').textContent = d.nodes.length + ' nodes · ' + free + ' of ' + total + ' GPUs free';
+  const rows = d.nodes.map((g) => {
+    const held = el('td', { class: 'holders' }, (g.holders || []).map((h) => el('div', { class: 'holder' },
+      h.trainJob ? el('a', { href: '#/trainjob/' + encodeURIComponent(h.namespace) + '/' + encodeURIComponent(h.trainJob) }, h.namespace + '/' + h.trainJob)
+        : 'pod ' + h.namespace + '/' + h.pod,
+      ' ', el('span', { class: 'muted' }, [h.gpus ? h.gpus + ' GPUs' : '', h.devices ? h.devices + ' DRA devices' : ''].filter(Boolean).join(', ')))));
+    const notes = [g.cordoned ? 'cordoned' : '', ...(g.sick || []).map((x) => 'sick: ' + x)].filter(Boolean).join('; ');
+    return el('tr', { 'data-node': g.node, class: g.sick ? 'sick' : null },
+      el('td', {}, g.node), el('td', {}, g.product || '-'),
+      el('td', {}, g.allocatable ? gpuBar(g.allocatable - g.free, g.allocatable, g.resource) : '-'),
+      el('td', {}, g.devices ? gpuBar(g.devicesAllocated, g.devices, 'DRA devices') : '-'),
+      held, el('td', { class: 'muted' }, notes));
+  });
+  box.replaceChildren(el('div', { class: 'scroll' }, el('table', { class: 'grid', id: 'gpu-nodes' },
+    el('thead', {}, el('tr', {}, ['Node', 'GPU', 'Extended resource (used of all)', 'DRA devices (allocated of all)', 'Held by', 'Notes'].map((h) => el('th', {}, h)))),
+    el('tbody', {}, rows.length ? rows : el('tr', {}, el('td', { colspan: 6, class: 'muted' }, 'No nodes.'))))),
+  ...(d.notes || []).map((n) => el('p', { class: 'muted' }, 'Note: ', n)));
+  sizeBars(box);
+}
+
+// gpuBar is used of total GPUs, a bar of the share used, and how many are free.
+function gpuBar(used, total, what) {
+  return el('span', { class: 'progress', title: used + ' of ' + total + ' ' + what + ' used', 'data-used': used, 'data-total': total },
+    el('span', { class: 'bar', 'data-pct': Math.round(100 * used / total) }), el('span', { class: 'pct' }, (total - used) + ' of ' + total + ' free'));
+}
+
+// checkFit asks where the pasted TrainJob would fit now, as fit -f says it.
+async function checkFit(text) {
+  const out = document.getElementById('fit-result');
+  out.replaceChildren(el('p', { class: 'muted' }, 'Placing…'));
+  let r;
+  try {
+    r = await api('POST', '/api/fit', text);
+  } catch (e) {
+    out.replaceChildren(errorBox(e));
+    return;
+  }
+  const f = r.fit;
+  const requests = (l) => Object.entries(l || {}).map(([k, v]) => v + ' ' + k).join(', ') || '-';
+  out.replaceChildren(
+    el('p', { id: 'fit-verdict', class: 'verdict verdict-' + f.verdict, 'data-verdict': f.verdict }, f.message + '.'),
+    table(['Replicated job', 'Pods', 'Fit now', 'Requests per pod', 'Nodes'], (f.replicatedJobs || []).map((j) =>
+      [j.name, j.pods, j.fitNow, requests(j.requestsPerPod), [...new Set((j.placements || []).map((p) => p.node))].join(', ') || '-']), 'fit-jobs'),
+    ...(f.replicatedJobs || []).flatMap((j) => (j.blocked || []).map((b) => el('p', { class: 'blocked' }, j.name + ': ' + b.message))),
+    f.topology ? el('p', {}, f.topology.message) : null,
+    ...(f.notes || []).map((n) => el('p', { class: 'muted' }, 'Note: ', n)),
+    ...(r.warnings || []).map((w) => el('p', { class: 'muted' }, 'Warning: ', w)));
+}
+
 // ---- Routing ----
 
 function route() {
+  clearInterval(state.gpusTimer);
   const m = location.hash.match(/^#\/trainjob\/([^/]+)\/([^/]+)$/);
   if (m) showTrainJob(decodeURIComponent(m[1]), decodeURIComponent(m[2]));
+  else if (location.hash === '#/gpus') showGPUs();
   else showList();
 }
 
