@@ -329,49 +329,58 @@ func (o *CreateOptions) Validate() error {
 
 // Run builds the TrainJob, checks its runtime and whether it fits, creates it and waits when asked.
 func (o *CreateOptions) Run(ctx context.Context) error {
-	tj, err := o.trainJob(ctx)
+	tj, err := o.send(ctx)
 	if err != nil {
 		return err
 	}
+	if o.Wait || o.Follow {
+		return o.wait(ctx, tj.Namespace, tj.Name)
+	}
+	return nil
+}
+
+// send builds the TrainJob, checks its runtime and whether it fits, creates it and prints it.
+func (o *CreateOptions) send(ctx context.Context) (*trainer.TrainJob, error) {
+	tj, err := o.trainJob(ctx)
+	if err != nil {
+		return nil, err
+	}
 	rt, err := o.checkRuntime(ctx, tj)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if o.spec.gpuType != "" {
 		selectGPUType(tj, rt, o.spec.gpuType)
 	}
 	if o.spec.topology != "" {
 		if err := o.placeByTopology(ctx, tj, rt); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	var tmpl *resourcev1.ResourceClaimTemplate
 	if o.spec.gpuClaim != "" {
 		if tmpl, err = o.claimGPUs(ctx, tj, rt, o.spec.gpuClaim, o.spec.claimedGPUs); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if o.DryRun == dryRunNone {
 		o.warnIfNowhere(ctx, tj, rt)
 	}
 	if err := o.create(ctx, tj, tmpl); err != nil {
-		return err
+		return nil, err
 	}
 	if tmpl != nil {
 		if err := o.printer.PrintObj(tmpl, o.Out); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if err := o.printer.PrintObj(tj, o.Out); err != nil {
-		return err
+		return nil, err
 	}
 	if o.DryRun == dryRunServer {
-		return o.printFit(ctx, tj, rt)
+		return tj, o.printFit(ctx, tj, rt)
 	}
-	if o.Wait || o.Follow {
-		return o.wait(ctx, tj.Namespace, tj.Name)
-	}
-	return nil
+	return tj, nil
 }
 
 // create sends the TrainJob tj, after its ResourceClaimTemplate tmpl when it has one (nil: none), which it

@@ -1,15 +1,19 @@
 package create
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/completion"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/kueue"
 )
 
 const rerunLong = `Run a TrainJob again: create a copy of the TrainJob NAME as its creator wrote it, named NEW.
@@ -102,4 +106,22 @@ func (o *CreateOptions) completeRerun(f cmdutil.Factory, cmd *cobra.Command, arg
 		return err
 	}
 	return o.completeRun(f)
+}
+
+// RerunWith runs `rerun FROM [NAME] --set SETS...` in namespace as the command does, with the clients of a
+// caller that has them already (the dashboard), without waiting; it writes what rerun prints to streams and
+// returns the copy it created.
+func RerunWith(ctx context.Context, streams cmdutil.Streams, c client.WithWatch, kq *kueue.Client, p cmdutil.Pipeline,
+	namespace, from, name string, sets []string) (*trainer.TrainJob, error) {
+	o := NewCreateOptions(streams)
+	o.rerun, o.From, o.Pipeline, o.client, o.kueue, o.stdin = true, from, p, c, kq, streams.In
+	o.spec.namespace, o.spec.name = namespace, name
+	if err := o.spec.set(sets); err != nil {
+		return nil, err
+	}
+	var err error
+	if o.printer, err = o.PrintFlags.WithTypeSetter(c.Scheme()).ToPrinter(); err != nil {
+		return nil, err
+	}
+	return o.send(ctx)
 }

@@ -8,7 +8,7 @@
 // (cmdutil.Changes). It is safe by default: bound to loopback, every request must carry the random token of the
 // URL it prints (a cookie after the first), names it by a loopback name or an IP (DNS rebinding) and comes
 // from its own page (Origin); the Content-Security-Policy forbids inline scripts; it writes nothing unless
-// started with --allow-writes, and then only what suspend and resume write.
+// started with --allow-writes, and then only what suspend, resume, delete and rerun write (their code).
 package dashboard
 
 import (
@@ -39,7 +39,7 @@ import (
 const example = `  # The TrainJobs of the current namespace in a browser
   kubectl trainjob dashboard --open
 
-  # Every namespace, on a fixed port, with suspend and resume buttons
+  # Every namespace, on a fixed port, with suspend, resume, delete and rerun buttons
   kubectl trainjob dashboard -A --port 8765 --allow-writes`
 
 // DashboardOptions are the flags and resolved inputs of `dashboard`.
@@ -103,7 +103,8 @@ as fit counts them, and where a pasted TrainJob would fit now.
 
 The URL holds a random token: every request without it (or the cookie it becomes) is refused, as
 is any request that names the server by a DNS name other than localhost or that comes from another
-site's page. The page can suspend and resume TrainJobs only with --allow-writes. It runs until
+site's page. The page can suspend, resume, delete (after listing what goes with it, as delete
+does) and rerun (with --set changes) TrainJobs only with --allow-writes. It runs until
 Ctrl-C.`,
 		Example: example,
 		Args:    cobra.NoArgs,
@@ -115,7 +116,7 @@ Ctrl-C.`,
 	cmd.Flags().IntVar(&o.Port, "port", o.Port, "The port to listen on (0: a free one).")
 	cmd.Flags().BoolVar(&o.Open, "open", o.Open, "Open the page in the default browser.")
 	cmd.Flags().BoolVarP(&o.AllNamespaces, "all-namespaces", "A", o.AllNamespaces, "Show the TrainJobs of every namespace.")
-	cmd.Flags().BoolVar(&o.AllowWrites, "allow-writes", o.AllowWrites, "Let the page suspend and resume TrainJobs (it is read-only without).")
+	cmd.Flags().BoolVar(&o.AllowWrites, "allow-writes", o.AllowWrites, "Let the page suspend, resume, delete and rerun TrainJobs (it is read-only without).")
 	return cmd
 }
 
@@ -170,7 +171,7 @@ func (o *DashboardOptions) Run(ctx context.Context) error {
 	}
 	mode := "read-only"
 	if o.AllowWrites {
-		mode = "suspend and resume allowed"
+		mode = "suspend, resume, delete and rerun allowed"
 	}
 	fmt.Fprintf(o.Streams.Out, "Serving the TrainJobs of %s (%s) at\n  %s\nPress Ctrl-C to stop.\n", what, mode, u)
 	if ip := net.ParseIP(o.Address); ip != nil && !ip.IsLoopback() {

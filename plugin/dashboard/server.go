@@ -26,6 +26,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
@@ -38,6 +39,7 @@ import (
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/snapshot"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/create"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/describe"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/fit"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/kueue"
@@ -61,6 +63,9 @@ const cookieName = "kubectl-trainjob-dashboard"
 const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
 	"connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
+// readOnlyMessage answers a write, or a delete's listing, without --allow-writes.
+const readOnlyMessage = "the dashboard is read-only: start it with --allow-writes to suspend, resume, delete and rerun TrainJobs"
+
 // batch gathers a burst of changes (a watch's first list, a pod's several updates) into one push.
 const batch = 200 * time.Millisecond
 
@@ -73,7 +78,7 @@ type Server struct {
 	// Token is the secret of the URL the command prints; every request must carry it, as a cookie after the
 	// first.
 	Token string
-	// AllowWrites lets the page suspend and resume TrainJobs; without it every write is refused.
+	// AllowWrites lets the page suspend, resume, delete and rerun TrainJobs; without it every write is refused.
 	AllowWrites bool
 	// Namespace is the namespace shown; "" is every namespace.
 	Namespace string
@@ -104,6 +109,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/trainjobs/{namespace}/{name}/pipeline", s.pipeline)
 	mux.HandleFunc("GET /api/gpus", s.gpus)
 	mux.HandleFunc("POST /api/fit", s.fit)
+	mux.HandleFunc("GET /api/trainjobs/{namespace}/{name}/delete", s.deleteListing)
 	mux.HandleFunc("GET /api/watch", s.watchTrainJobs)
 	mux.HandleFunc("GET /api/watch/{namespace}/{name}", s.watchTrainJob)
 	mux.HandleFunc("POST /api/trainjobs/{namespace}/{name}/{action}", s.act)
@@ -147,7 +153,7 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			switch {
 			case !s.AllowWrites && !readsOnly(r):
-				refuse(w, http.StatusForbidden, "the dashboard is read-only: start it with --allow-writes to suspend and resume TrainJobs")
+				refuse(w, http.StatusForbidden, readOnlyMessage)
 				return
 			case origin == "":
 				refuse(w, http.StatusForbidden, "a write must come from the dashboard's page (no Origin)")
@@ -646,15 +652,14 @@ func writeFitError(w http.ResponseWriter, err error) {
 
 // act suspends or resumes a TrainJob as `suspend` and `resume` do; the guard has let it through only with
 // --allow-writes.
+// act runs an action on a TrainJob with the CLI's code: suspend and resume as `suspend` and `resume` do,
+// delete as `delete -y` does (of the TrainJob whose listing the user confirmed: ?uid=), rerun as `rerun` does
+// (a JSON body {"name", "set"}: NEW and the --set changes). The guard has let it through only with
+// --allow-writes, from the page.
 func (s *Server) act(w http.ResponseWriter, r *http.Request) {
-	namespace, name := r.PathValue("namespace"), r.PathValue("name")
-	var suspend bool
-	switch r.PathValue("action") {
-	case "suspend":
-		suspend = true
-	case "resume":
-	default:
-		writeJSON(w, http.StatusNotFound, errorBody{Error: fmt.Sprintf("no action %q: suspend or resume", r.PathValue("action"))})
+	namespace, name, action := r.PathValue("namespace"), r.PathValue("name"), r.PathValue("action")
+	if !slices.Contains([]string{"suspend", "resume", "delete", "rerun"}, action) {
+		writeJSON(w, http.StatusNotFound, errorBody{Error: fmt.Sprintf("no action %q: suspend, resume, delete or rerun", action)})
 		return
 	}
 	if !s.shows(namespace) {
@@ -662,13 +667,89 @@ func (s *Server) act(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var out, errOut bytes.Buffer
-	o := &lifecycle.SuspendOptions{Streams: cmdutil.Streams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut},
-		Suspend: suspend, Names: []string{name}, Namespace: namespace, Client: s.Client, Kueue: s.Kueue}
-	if err := o.Run(r.Context()); err != nil {
+	streams := cmdutil.Streams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}
+	answer := Action{}
+	var err error
+	switch action {
+	case "suspend", "resume":
+		o := &lifecycle.SuspendOptions{Streams: streams, Suspend: action == "suspend", Names: []string{name}, Namespace: namespace,
+			Client: s.Client, Kueue: s.Kueue}
+		err = o.Run(r.Context())
+	case "delete":
+		uid := types.UID(r.URL.Query().Get("uid"))
+		if uid == "" {
+			writeJSON(w, http.StatusBadRequest, errorBody{Error: "delete needs the uid of the TrainJob whose listing was confirmed (GET …/delete lists it)"})
+			return
+		}
+		err = s.deleteOptions(streams, namespace, name, uid).Run(r.Context())
+	case "rerun":
+		var req RerunRequest
+		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10)).Decode(&req); err != nil {
+			writeJSON(w, http.StatusBadRequest, errorBody{Error: fmt.Sprintf("rerun takes a JSON body {\"name\", \"set\"}: %v", err)})
+			return
+		}
+		var tj *trainer.TrainJob
+		if tj, err = create.RerunWith(r.Context(), streams, s.Client, s.Kueue, *s.Pipeline, namespace, name, req.Name, req.Set); err == nil {
+			answer.Name = tj.Name
+		}
+	}
+	if err != nil {
+		if !errors.As(err, new(apierrors.APIStatus)) {
+			writeJSON(w, http.StatusUnprocessableEntity, errorBody{Error: err.Error()})
+			return
+		}
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"message": strings.TrimSpace(out.String() + errOut.String())})
+	answer.Message = strings.TrimSpace(out.String() + errOut.String())
+	writeJSON(w, http.StatusOK, answer)
+}
+
+// Action is what an action answers: what the command printed, and the TrainJob a rerun created.
+type Action struct {
+	Message string `json:"message"`
+	Name    string `json:"name,omitempty"`
+}
+
+// RerunRequest is the body of a rerun: NEW ("" lets rerun choose) and the --set changes, FLAG=VALUE each.
+type RerunRequest struct {
+	Name string   `json:"name"`
+	Set  []string `json:"set"`
+}
+
+// DeleteListing is what delete lists before it asks, as it prints it, and the UID of the TrainJob listed, which
+// the delete that follows requires.
+type DeleteListing struct {
+	Listing string    `json:"listing"`
+	UID     types.UID `json:"uid"`
+}
+
+// deleteOptions are `delete NAME -y` in namespace (the default cascade, not waiting: the page sees the
+// TrainJob go), of the TrainJob of UID uid when it is given.
+func (s *Server) deleteOptions(streams cmdutil.Streams, namespace, name string, uid types.UID) *lifecycle.DeleteOptions {
+	o := lifecycle.NewDeleteOptions(streams)
+	o.Names, o.Namespace, o.Client, o.Yes, o.Wait, o.UID = []string{name}, namespace, s.Client, true, false, uid
+	return o
+}
+
+// deleteListing answers what `delete NAME` lists before it asks: the TrainJob with its stage and what it owns.
+// A listing is the first step of a delete: refused without --allow-writes, as the delete is.
+func (s *Server) deleteListing(w http.ResponseWriter, r *http.Request) {
+	namespace, name := r.PathValue("namespace"), r.PathValue("name")
+	if !s.AllowWrites {
+		refuse(w, http.StatusForbidden, readOnlyMessage)
+		return
+	}
+	if !s.shows(namespace) {
+		writeError(w, apierrors.NewNotFound(trainer.GroupVersion.WithResource("trainjobs").GroupResource(), name))
+		return
+	}
+	listing, targets, err := s.deleteOptions(cmdutil.Streams{}, namespace, name, "").Listing(r.Context())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, DeleteListing{Listing: listing, UID: targets[0].UID})
 }
 
 // watchTrainJobs pushes the list (event "trainjobs") at once and after every change to the TrainJobs shown,

@@ -88,7 +88,7 @@ func gpuQueue() kueue.LocalQueue {
 // clusterServer is a read-only dashboard of namespace team-a reading objs and Kueue's api.
 func clusterServer(t *testing.T, api *kueuetest.API, objs ...client.Object) *Server {
 	t.Helper()
-	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(append(objs, torch())...).Build()
+	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(append(objs, torch())...).WithReturnManagedFields().Build()
 	fw, err := (&cmdutil.Pipeline{}).Framework(t.Context(), &dryrun.Inputs{})
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"time"
@@ -17,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
@@ -71,8 +73,9 @@ type DeleteOptions struct {
 	StdinIsTerminal func() bool
 	Namespace       string
 	Client          client.WithWatch
-
-	propagation metav1.DeletionPropagation
+	// UID, with one name, is the UID of the TrainJob whose listing the user confirmed elsewhere (the
+	// dashboard's dialog): one deleted and created again under that name since is not deleted.
+	UID types.UID
 }
 
 var _ cmdutil.Command = (*DeleteOptions)(nil)
@@ -136,19 +139,25 @@ func (o *DeleteOptions) Complete(f cmdutil.Factory, _ *cobra.Command, args []str
 			o.Names = append(o.Names, arg)
 		}
 	}
-	switch o.Cascade {
-	case "background", "true":
-		o.propagation = metav1.DeletePropagationBackground
-	case "foreground":
-		o.propagation = metav1.DeletePropagationForeground
-	case "orphan", "false":
-		o.propagation = metav1.DeletePropagationOrphan
-	default:
-		return fmt.Errorf("invalid --cascade %q: use background, foreground or orphan", o.Cascade)
+	if _, err := propagationOf(o.Cascade); err != nil {
+		return err
 	}
 	var err error
 	o.Namespace, o.Client, err = cmdutil.NamespaceAndClient(f, o.Client)
 	return err
+}
+
+// propagationOf is the propagation policy of --cascade.
+func propagationOf(cascade string) (metav1.DeletionPropagation, error) {
+	switch cascade {
+	case "background", "true":
+		return metav1.DeletePropagationBackground, nil
+	case "foreground":
+		return metav1.DeletePropagationForeground, nil
+	case "orphan", "false":
+		return metav1.DeletePropagationOrphan, nil
+	}
+	return "", fmt.Errorf("invalid --cascade %q: use background, foreground or orphan", cascade)
 }
 
 // Validate requires exactly one way of choosing the TrainJobs.
@@ -176,6 +185,11 @@ func (o *DeleteOptions) Validate() error {
 // Run finds the TrainJobs, asks, deletes them and waits until they are gone.
 func (o *DeleteOptions) Run(ctx context.Context) error {
 	targets, errs := o.targets(ctx)
+	if o.UID != "" {
+		for i := range targets {
+			targets[i].UID = o.UID // deleted only if it is still the one confirmed
+		}
+	}
 	searches, searchErrs := o.optimizationTargets(ctx)
 	errs = append(errs, searchErrs...)
 	if len(targets)+len(searches) == 0 {
@@ -217,7 +231,11 @@ func (o *DeleteOptions) Run(ctx context.Context) error {
 // another UID. Gone already with --ignore-not-found is deleted.
 func (o *DeleteOptions) delete(ctx context.Context, obj client.Object, resource string) error {
 	uid := obj.GetUID()
-	err := o.Client.Delete(ctx, obj, client.PropagationPolicy(o.propagation), client.Preconditions{UID: &uid})
+	propagation, err := propagationOf(o.Cascade)
+	if err != nil {
+		return err
+	}
+	err = o.Client.Delete(ctx, obj, client.PropagationPolicy(propagation), client.Preconditions{UID: &uid})
 	switch {
 	case apierrors.IsNotFound(err) && o.IgnoreNotFound:
 		return nil
@@ -311,7 +329,25 @@ func (o *DeleteOptions) confirm(ctx context.Context, targets []trainer.TrainJob,
 	if len(targets) == 0 {
 		return o.ask(what)
 	}
-	fmt.Fprintf(o.Streams.Out, "These TrainJobs in namespace %q will be deleted with what they own (--cascade=%s):\n", o.Namespace, o.Cascade)
+	o.list(ctx, o.Streams.Out, targets)
+	return o.ask(what)
+}
+
+// Listing is what delete lists before it asks, for the TrainJobs it is given (names, --all or -l): each with its
+// stage and what it owns; and the TrainJobs listed, whose UIDs a later delete can require (UID).
+func (o *DeleteOptions) Listing(ctx context.Context) (string, []trainer.TrainJob, error) {
+	targets, errs := o.targets(ctx)
+	if err := errors.Join(errs...); err != nil {
+		return "", nil, err
+	}
+	var b strings.Builder
+	o.list(ctx, &b, targets)
+	return b.String(), targets, nil
+}
+
+// list writes each TrainJob of targets with its stage and what it owns, and what it had no right to read.
+func (o *DeleteOptions) list(ctx context.Context, w io.Writer, targets []trainer.TrainJob) {
+	fmt.Fprintf(w, "These TrainJobs in namespace %q will be deleted with what they own (--cascade=%s):\n", o.Namespace, o.Cascade)
 	var unreadable []string
 	for _, tj := range targets {
 		children, cannot := o.children(ctx, &tj)
@@ -324,15 +360,14 @@ func (o *DeleteOptions) confirm(ctx context.Context, targets []trainer.TrainJob,
 		if len(children) > 0 {
 			owned = strings.Join(children, ", ")
 		}
-		fmt.Fprintf(o.Streams.Out, "  trainjob/%s (%s): %s\n", tj.Name, stage.Of(&tj), printers.Escape(owned))
+		fmt.Fprintf(w, "  trainjob/%s (%s): %s\n", tj.Name, stage.Of(&tj), printers.Escape(owned))
 		if ref := metav1.GetControllerOf(&tj); ref != nil && ref.Kind == trainer.OptimizationJobKind {
-			fmt.Fprintf(o.Streams.Out, "    a trial of %s%s, which counts it as created and does not run it again\n", optimizationjob.Prefix, printers.Escape(ref.Name))
+			fmt.Fprintf(w, "    a trial of %s%s, which counts it as created and does not run it again\n", optimizationjob.Prefix, printers.Escape(ref.Name))
 		}
 	}
 	if len(unreadable) > 0 {
-		fmt.Fprintf(o.Streams.Out, "  (not listed, no right to read them: %s)\n", strings.Join(unreadable, ", "))
+		fmt.Fprintf(w, "  (not listed, no right to read them: %s)\n", strings.Join(unreadable, ", "))
 	}
-	return o.ask(what)
 }
 
 // confirmSearches lists the OptimizationJobs that will go, each with its trials, in one more request (the

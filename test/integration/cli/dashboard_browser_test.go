@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -165,15 +166,46 @@ func testDashboardInBrowser(t *testing.T, c *cluster.Cluster) {
 	stage := func(s string) chromedp.Action[chromedp.Void] {
 		return chromedp.WaitVisible(chromedp.CSS(`#detail .title .stage[data-stage="` + s + `"]`))
 	}
+	// The views are drawn again at each push: a button is clicked in the page, at once, not through a node
+	// that a push may have replaced in between.
+	click := func(sel string) chromedp.Action[chromedp.Void] {
+		return chromedp.Steps(chromedp.WaitVisible(chromedp.CSS(sel)), chromedp.Func(func(ctx context.Context, target *chromedp.Target) error {
+			_, err := chromedp.Evaluate[bool](`document.querySelector(`+strconv.Quote(sel)+`).click() === undefined`)(ctx, target)
+			return err
+		}))
+	}
 	do("a TrainJob with --allow-writes", chromedp.EmulateViewport(1440, 900), chromedp.Navigate(rw.printed),
-		chromedp.Click(chromedp.CSS(`#trainjobs tr[data-name="other"] a`)), stage("Training"),
-		chromedp.Click(chromedp.CSS(`button.action[data-action="suspend"]`)), stage("Suspended"))
+		chromedp.WaitVisible(row("other", "Training")))
+	inBrowser(t, ctx, browser, "open other", chromedp.Evaluate[string](`location.hash = "#/trainjob/`+f.ns+`/other"`))
+	do("suspend", stage("Training"),
+		click(`button.action[data-action="suspend"]`), stage("Suspended"))
 	if !f.suspended("other") {
 		t.Error("the page showed other Suspended, but it is not")
 	}
-	do("resume", chromedp.Click(chromedp.CSS(`button.action[data-action="resume"]`)), stage("Training"))
+	do("resume", click(`button.action[data-action="resume"]`), stage("Training"))
 	if f.suspended("other") {
 		t.Error("the page showed other Training again, but it is suspended")
+	}
+
+	// Rerun with a --set change opens the copy; Delete lists what goes with it as delete does, and deletes it.
+	do("rerun", click(`button.action[data-action="rerun"]`), chromedp.WaitVisible(chromedp.CSS(`#rerun-set`)),
+		chromedp.SendKeys(chromedp.CSS(`#rerun-set`), "nodes=2\nruntime=trainingruntime/team-torch"), chromedp.Click(chromedp.CSS(`button[data-action="confirm-rerun"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#notice`)), chromedp.WaitVisible(chromedp.CSS(`#detail .title h1`)))
+	if got := inBrowser(t, ctx, browser, "the rerun's page", chromedp.Text(chromedp.CSS(`#detail .title h1`))); got != "other-rerun-1" ||
+		ptr.Deref(f.get("other-rerun-1").Spec.Trainer.NumNodes, 0) != 2 {
+		t.Errorf("after the rerun the page shows %q, want other-rerun-1, created on 2 nodes", got)
+	}
+	do("delete", click(`button.action[data-action="delete"]`), chromedp.WaitVisible(chromedp.CSS(`#confirm-delete pre.listing`)))
+	if got := inBrowser(t, ctx, browser, "the delete's listing", chromedp.Text(chromedp.CSS(`#confirm-delete pre.listing`))); !strings.Contains(got, "trainjob/other-rerun-1 (") {
+		t.Errorf("the delete's confirmation lists %q, want other-rerun-1 as delete lists it", got)
+	}
+	do("confirm the delete", chromedp.Click(chromedp.CSS(`button[data-action="confirm-delete"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#notice`)), chromedp.WaitVisible(row("other", "Training")))
+	if f.exists("other-rerun-1") {
+		t.Error("the page confirmed the delete, but other-rerun-1 is still there")
+	}
+	if n := inBrowser(t, ctx, browser, "the list", chromedp.Evaluate[int](`document.querySelectorAll('#trainjobs tr[data-name="other-rerun-1"]').length`)); n != 0 {
+		t.Error("the list still shows other-rerun-1 after its delete")
 	}
 }
 

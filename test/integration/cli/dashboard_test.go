@@ -14,6 +14,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin"
@@ -85,6 +86,15 @@ func (p *dashboardPage) doWith(t *testing.T, client *http.Client, method, path s
 		t.Fatal(err)
 	}
 	return resp.StatusCode, readBody(t, resp)
+}
+
+// withBody sets a request's JSON body.
+func withBody(body string) func(*http.Request) {
+	return func(r *http.Request) {
+		r.Body = io.NopCloser(strings.NewReader(body))
+		r.ContentLength = int64(len(body))
+		r.Header.Set("Content-Type", "application/json")
+	}
 }
 
 // sse is the stream of server-sent events of path: each event's name and data.
@@ -194,31 +204,32 @@ func testDashboard(t *testing.T, c *cluster.Cluster) {
 	})
 
 	t.Run("refused", func(t *testing.T) {
+		other := "/api/trainjobs/" + f.ns + "/other/"
 		for _, tc := range []struct {
-			name   string
-			client *http.Client
-			method string
-			edit   func(*http.Request)
-			want   int
+			name         string
+			client       *http.Client
+			method, path string
+			edit         func(*http.Request)
+			want         int
 		}{
-			{"no token", &http.Client{}, http.MethodGet, nil, http.StatusUnauthorized},
-			{"DNS rebinding", page.client, http.MethodGet, func(r *http.Request) { r.Host = "attacker.example:" + page.base.Port() }, http.StatusForbidden},
-			{"cross-site", page.client, http.MethodGet, func(r *http.Request) { r.Header.Set("Origin", "https://attacker.example") }, http.StatusForbidden},
-			{"write without --allow-writes", page.client, http.MethodPost, nil, http.StatusForbidden},
+			{"no token", &http.Client{}, http.MethodGet, "/api/trainjobs", nil, http.StatusUnauthorized},
+			{"DNS rebinding", page.client, http.MethodGet, "/api/trainjobs", func(r *http.Request) { r.Host = "attacker.example:" + page.base.Port() }, http.StatusForbidden},
+			{"cross-site", page.client, http.MethodGet, "/api/trainjobs", func(r *http.Request) { r.Header.Set("Origin", "https://attacker.example") }, http.StatusForbidden},
+			{"write without --allow-writes", page.client, http.MethodPost, other + "suspend", nil, http.StatusForbidden},
+			{"delete's listing without --allow-writes", page.client, http.MethodGet, other + "delete", nil, http.StatusForbidden},
+			{"delete without --allow-writes", page.client, http.MethodPost, other + "delete?uid=" + string(f.get("other").UID), nil, http.StatusForbidden},
+			{"rerun without --allow-writes", page.client, http.MethodPost, other + "rerun", withBody(`{}`), http.StatusForbidden},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
-				path := "/api/trainjobs"
-				if tc.method == http.MethodPost {
-					path = "/api/trainjobs/" + f.ns + "/other/suspend"
-				}
+				path := tc.path
 				code, body := page.doWith(t, tc.client, tc.method, path, tc.edit)
 				if code != tc.want {
 					t.Errorf("%s %s: %d %s, want %d", tc.method, path, code, body, tc.want)
 				}
 			})
 		}
-		if f.suspended("other") {
-			t.Error("the read-only dashboard suspended other")
+		if f.suspended("other") || !f.exists("other") || f.exists("other-rerun-1") {
+			t.Error("the read-only dashboard suspended, deleted or reran other")
 		}
 	})
 
@@ -229,6 +240,29 @@ func testDashboard(t *testing.T, c *cluster.Cluster) {
 			if code != http.StatusOK || f.suspended("other") != (action == "suspend") {
 				t.Errorf("POST %s: %d %s; suspended %t", action, code, body, f.suspended("other"))
 			}
+		}
+		other := "/api/trainjobs/" + f.ns + "/other/"
+		f.create(&trainer.TrainingRuntime{ObjectMeta: metav1.ObjectMeta{Name: "team-torch"}, Spec: minimalRuntimeSpec()})
+		code, body := rw.do(t, http.MethodPost, other+"rerun", withBody(`{"set":["nodes=2","runtime=trainingruntime/team-torch"]}`))
+		var rerun dashboard.Action
+		if err := json.Unmarshal([]byte(body), &rerun); code != http.StatusOK || err != nil || rerun.Name != "other-rerun-1" ||
+			ptr.Deref(f.get("other-rerun-1").Spec.Trainer.NumNodes, 0) != 2 {
+			t.Fatalf("POST rerun --set nodes=2 --set runtime=trainingruntime/team-torch: %d %s; want other-rerun-1 on 2 nodes", code, body)
+		}
+		code, body = rw.do(t, http.MethodGet, other+"delete", nil)
+		var listed dashboard.DeleteListing
+		if err := json.Unmarshal([]byte(body), &listed); code != http.StatusOK || err != nil || listed.UID != f.get("other").UID ||
+			!strings.Contains(listed.Listing, "trainjob/other (Training): ") {
+			t.Fatalf("GET other's delete listing: %d %s; want other with its stage and what it owns, as delete lists it", code, body)
+		}
+		// A TrainJob deleted and created again under the name since it was listed is not the one confirmed.
+		code, body = rw.do(t, http.MethodPost, other+"delete?uid=not-the-listed-one", nil)
+		if code != http.StatusUnprocessableEntity || !strings.Contains(body, "deleted and created again since it was listed") || !f.exists("other") {
+			t.Errorf("POST delete of another uid than other's: %d %s; want it refused and other kept", code, body)
+		}
+		code, body = rw.do(t, http.MethodPost, other+"delete?uid="+string(listed.UID), nil)
+		if code != http.StatusOK || !strings.Contains(body, `\"other\" deleted`) || f.exists("other") {
+			t.Errorf("POST delete of the listed other: %d %s; want other deleted", code, body)
 		}
 	})
 

@@ -53,13 +53,19 @@ func (f *fixture) exists(name string) bool {
 	return err == nil
 }
 
-func (f *fixture) suspended(name string) bool {
+// get is TrainJob name of the fixture's namespace.
+func (f *fixture) get(name string) *trainer.TrainJob {
 	f.t.Helper()
 	tj := &trainer.TrainJob{}
 	if err := f.c.Get(f.t.Context(), clientKey(f.ns, name), tj); err != nil {
 		f.t.Fatal(err)
 	}
-	return ptr.Deref(tj.Spec.Suspend, false)
+	return tj
+}
+
+func (f *fixture) suspended(name string) bool {
+	f.t.Helper()
+	return ptr.Deref(f.get(name).Spec.Suspend, false)
 }
 
 // TestLifecycle suspends, resumes and deletes TrainJobs, and serves the dashboard (testDashboard), also to a real browser (testDashboardInBrowser).
