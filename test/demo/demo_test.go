@@ -5,6 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -43,13 +46,16 @@ func TestNoWait(t *testing.T) {
 	}
 	out := &cluster.SyncBuffer{}
 	err = run(t.Context(), options{noWait: true, timeout: demoTimeout, binary: binary, dir: dir, out: out,
-		then: func(ctx context.Context, env []string) error {
+		then: func(ctx context.Context, env []string, dashboardURL string) error {
 			if realNode {
 				if err := realPods(ctx, env); err != nil {
 					t.Error(err)
 				}
 			}
-			tryNext(t, ctx, binary, dir, env)
+			if err := dashboardAnswers(ctx, out.String(), dashboardURL); err != nil {
+				t.Error(err)
+			}
+			tryNext(t, ctx, binary, dir, env, dashboardURL)
 			return nil
 		}})
 	t.Logf("demo output:\n%s", out)
@@ -80,6 +86,26 @@ func TestNoWait(t *testing.T) {
 	if err := searchShown(out.String()); err != nil {
 		t.Error(err)
 	}
+}
+
+// dashboardAnswers checks that the demo printed the URL of its dashboard, and that the URL answers, with its
+// token, the page and the list of TrainJobs, with the demo's.
+func dashboardAnswers(ctx context.Context, out, dashboardURL string) error {
+	if !strings.Contains(out, "    open "+dashboardURL+"\n") {
+		return fmt.Errorf("the demo did not print its dashboard's URL %s", dashboardURL)
+	}
+	jar, _ := cookiejar.New(nil)
+	hc := &http.Client{Jar: jar, Timeout: time.Minute}
+	page, err := stack.Get(ctx, hc, dashboardURL)
+	if err != nil || !strings.Contains(string(page), `<script src="/assets/app.js"`) {
+		return fmt.Errorf("GET the dashboard's URL %s: %v\n%s", dashboardURL, err, page)
+	}
+	u, _ := url.Parse(dashboardURL)
+	list, err := stack.Get(ctx, hc, u.Scheme+"://"+u.Host+"/api/trainjobs")
+	if err != nil || !strings.Contains(string(list), `"name":"`+trainJobName+`"`) {
+		return fmt.Errorf("GET the dashboard's /api/trainjobs with the token's cookie: %v; want TrainJob %s:\n%s", err, trainJobName, list)
+	}
+	return nil
 }
 
 // searchTrialLine is a trial of the demo's search as the demo prints it when the trial ends: its name, the
@@ -297,10 +323,10 @@ var untilOK = map[string]bool{"kubectl-trainjob status too-big": true}
 // tryNext runs every command of the "try next" list that `make demo` prints, as printed, with the
 // environment it tells the user to export, and checks what each prints. `delete` asks before it deletes:
 // it gets a terminal, and the answer y.
-func tryNext(t *testing.T, ctx context.Context, binary, dir string, env []string) {
+func tryNext(t *testing.T, ctx context.Context, binary, dir string, env []string, dashboardURL string) {
 	t.Helper()
 	var list bytes.Buffer
-	printNext(&list, binary, filepath.Join(dir, "kubeconfig"), filepath.Join(dir, "logs"))
+	printNext(&list, binary, filepath.Join(dir, "kubeconfig"), filepath.Join(dir, "logs"), dashboardURL)
 	ran := 0
 	for _, line := range strings.Split(list.String(), "\n") {
 		line = strings.TrimSpace(line)
@@ -398,7 +424,7 @@ func TestContributingShowsTryNext(t *testing.T) {
 	}
 	const clone = "/path/to/clone"
 	var printed bytes.Buffer
-	printNext(&printed, clone+"/bin/kubectl-trainjob", clone+"/bin/demo/kubeconfig", clone+"/bin/demo/logs")
+	printNext(&printed, clone+"/bin/kubectl-trainjob", clone+"/bin/demo/kubeconfig", clone+"/bin/demo/logs", "http://127.0.0.1:PORT/?token=TOKEN")
 	// CONTRIBUTING.md shows the lines from the exports to the last command.
 	lines := strings.Split(printed.String(), "\n")
 	first := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "  export ") })

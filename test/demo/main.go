@@ -68,8 +68,8 @@ type options struct {
 
 	out io.Writer
 	// then, when set, runs once the TrainJob is Complete, before the cluster stops, with the environment
-	// that the commands printed under "try next" need (tests run them with it).
-	then func(ctx context.Context, env []string) error
+	// that the commands printed under "try next" need (tests run them with it) and the dashboard's URL.
+	then func(ctx context.Context, env []string, dashboardURL string) error
 }
 
 func main() {
@@ -173,6 +173,16 @@ func run(ctx context.Context, o options) (err error) {
 	}
 	step.done()
 
+	env := append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	step.start("kubectl trainjob dashboard -n " + namespace + ": the TrainJobs in a browser, live, for as long as the cluster runs")
+	dashboard, err := stack.StartDashboard(untilComplete, o.binary, env, filepath.Join(logDir, "dashboard.log"), "-n", namespace)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, dashboard.Stop()) }()
+	step.detail("open %s", dashboard.URL)
+	step.done()
+
 	logsCtx, stopLogs := context.WithCancel(ctx)
 	defer stopLogs()
 	go writeTrainingLogs(logsCtx, c, namespace, trainJobName)
@@ -183,7 +193,6 @@ func run(ctx context.Context, o options) (err error) {
 	}
 	step.done()
 
-	env := append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	cli := func(args ...string) *exec.Cmd {
 		cmd := exec.CommandContext(untilComplete, o.binary, args...)
 		cmd.Env = env
@@ -249,26 +258,27 @@ func run(ctx context.Context, o options) (err error) {
 		}
 	}
 	if o.then != nil {
-		if err := o.then(ctx, env); err != nil {
+		if err := o.then(ctx, env, dashboard.URL); err != nil {
 			return err
 		}
 	}
 	if o.noWait {
 		return nil
 	}
-	printNext(o.out, o.binary, kubeconfig, logDir)
+	printNext(o.out, o.binary, kubeconfig, logDir, dashboard.URL)
 	<-ctx.Done()
 	fmt.Fprintln(o.out)
 	return nil
 }
 
-// printNext tells what to try while the cluster stays up.
-func printNext(w io.Writer, binary, kubeconfig, logDir string) {
+// printNext tells what to try while the cluster stays up, and where the dashboard is.
+func printNext(w io.Writer, binary, kubeconfig, logDir, dashboardURL string) {
 	fmt.Fprintf(w, `
 The cluster stays up until Ctrl-C. In another terminal:
 
   export KUBECONFIG=%s
   export PATH=%s:$PATH
+  # In a browser, the dashboard (kubectl-trainjob dashboard -n default, until Ctrl-C): %[5]s
 
   kubectl-trainjob list
   kubectl-trainjob status %[3]s                        # the stages, jobs, pods and timeline
@@ -288,7 +298,7 @@ The cluster stays up until Ctrl-C. In another terminal:
 
 (kubectl trainjob … is the same command when kubectl is on your PATH.)
 Logs of every component and of the operator: %s
-`, kubeconfig, filepath.Dir(binary), trainJobName, logDir)
+`, kubeconfig, filepath.Dir(binary), trainJobName, logDir, dashboardURL)
 }
 
 // steps prints numbered progress lines with their durations.
