@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -129,29 +130,38 @@ func waitIdle(ctx context.Context, op *stack.Operator, timeout time.Duration, re
 // procMemory reads the anonymous and the file-backed parts of the resident set of process pid (RssAnon and
 // RssFile of /proc/<pid>/status), in MiB.
 func procMemory(pid int) (anon, file float64, err error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	mib, err := procStatusMiB(pid, "RssAnon", "RssFile")
 	if err != nil {
 		return 0, 0, err
 	}
-	fields := map[string]*float64{"RssAnon": &anon, "RssFile": &file}
+	return mib[0], mib[1], nil
+}
+
+// procStatusMiB reads the fields names of /proc/<pid>/status, in kB there, in MiB.
+func procStatusMiB(pid int, names ...string) ([]float64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]float64, len(names))
 	found := 0
 	for line := range strings.Lines(string(data)) {
 		name, value, _ := strings.Cut(line, ":")
-		dst, ok := fields[name]
-		if !ok {
+		i := slices.Index(names, name)
+		if i < 0 {
 			continue
 		}
 		kib, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(value), " kB"), 64)
 		if err != nil {
-			return 0, 0, fmt.Errorf("%s of process %d: %q: %w", name, pid, value, err)
+			return nil, fmt.Errorf("%s of process %d: %q: %w", name, pid, value, err)
 		}
-		*dst = kib / 1024
+		out[i] = kib / 1024
 		found++
 	}
-	if found != len(fields) {
-		return 0, 0, fmt.Errorf("/proc/%d/status lacks RssAnon or RssFile", pid)
+	if found != len(names) {
+		return nil, fmt.Errorf("/proc/%d/status lacks one of %s", pid, strings.Join(names, ", "))
 	}
-	return anon, file, nil
+	return out, nil
 }
 
 // pprofTop saves a profile of the operator's (heap or CPU) to path and returns `go tool pprof -top` of it.

@@ -46,6 +46,33 @@ const (
 	scaleRestarted
 )
 
+// runDashboard is make bench-scale's dashboard alone (bench -scale -dashboard): the list with ScaleTrainJobs
+// TrainJobs, then the page of a TrainJob of BigNodes nodes.
+func runDashboard(ctx context.Context, k Knobs, w io.Writer) (*Summary, error) {
+	s, begin := newSummary(k), time.Now()
+	err := measure(ctx, k, w, s, "", apiProfile(), 1, func(ctx context.Context, b *bench) error {
+		if err := b.createTrainJobs(ctx, trainJobsNamespace, 0, k.ScaleTrainJobs, func(i int) bool { return i%2 == 1 }); err != nil {
+			return err
+		}
+		return b.dashboardList(ctx, k.ScaleTrainJobs)
+	})
+	if err != nil {
+		return nil, err
+	}
+	err = measure(ctx, k, w, s, "big", bigProfile(k), 1, func(ctx context.Context, b *bench) error {
+		if err := b.runBigJob(ctx); err != nil {
+			return err
+		}
+		return b.dashboardBigJob(ctx)
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.Seconds = time.Since(begin).Seconds()
+	s.evaluate()
+	return s, nil
+}
+
 // runScale is make bench-scale: the operator's memory at 0, ScaleStep and ScaleTrainJobs TrainJobs, then with
 // the unrelated ConfigMaps and after a restart; the CLI at ScaleTrainJobs TrainJobs.
 // Then, on a full-profile cluster of BigNodes simulated GPU nodes, one TrainJob of BigNodes nodes.
@@ -93,6 +120,9 @@ func (b *bench) scale(ctx context.Context) error {
 		if err := b.listAll(ctx, total); err != nil {
 			return err
 		}
+	}
+	if err := b.dashboardList(ctx, total); err != nil {
+		return err
 	}
 	step, all := res.Memory[scaleStep], res.Memory[scaleAll]
 	added := float64(b.k.ScaleTrainJobs - b.k.ScaleStep)

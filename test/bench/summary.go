@@ -24,16 +24,18 @@ type Summary struct {
 	Throughput ThroughputResult `json:"throughput"`
 	Latency    []LatencyResult  `json:"latency"`
 	// Scale is make bench-scale's, nil in make bench's summary.
-	Scale      *ScaleResult    `json:"scale,omitempty"`
-	BigJob     *BigJobResult   `json:"bigJob,omitempty"`
-	Failover   *FailoverResult `json:"failover,omitempty"`
-	Suspended  SuspendedResult `json:"suspended"`
-	Memory     []MemorySample  `json:"memory"`
-	CLI        CLIResults      `json:"cli"`
-	Build      BuildResult     `json:"build"`
-	BuildLarge BuildResult     `json:"buildLarge"`
-	Profiles   Profiles        `json:"profiles"`
-	Targets    []Target        `json:"targets"`
+	Scale  *ScaleResult  `json:"scale,omitempty"`
+	BigJob *BigJobResult `json:"bigJob,omitempty"`
+	// Dashboard is make bench-scale's: the dashboard's list at ScaleTrainJobs TrainJobs, the big TrainJob's page.
+	Dashboard  []DashboardResult `json:"dashboard,omitempty"`
+	Failover   *FailoverResult   `json:"failover,omitempty"`
+	Suspended  SuspendedResult   `json:"suspended"`
+	Memory     []MemorySample    `json:"memory"`
+	CLI        CLIResults        `json:"cli"`
+	Build      BuildResult       `json:"build"`
+	BuildLarge BuildResult       `json:"buildLarge"`
+	Profiles   Profiles          `json:"profiles"`
+	Targets    []Target          `json:"targets"`
 }
 
 // ThroughputResult: seconds from the first create until N JobSets exist, per round.
@@ -206,6 +208,14 @@ func (s *Summary) evaluate() {
 		target(fmt.Sprintf("%d-node TrainJob: status time / kubectl get pods time", bj.Nodes), status.Median/pods.Median, 1.5, "×")
 		target(fmt.Sprintf("%d-node TrainJob: list time", bj.Nodes), list.Median, 0.5, "s")
 	}
+	for _, d := range s.Dashboard {
+		if d.TrainJobs > 0 {
+			target(fmt.Sprintf("dashboard: first paint of the list of %d TrainJobs", d.TrainJobs), d.Seconds, 1, "s")
+			target(fmt.Sprintf("dashboard: server's peak RSS with %d TrainJobs", d.TrainJobs), d.MaxRSSMiB, 100, "MiB")
+		} else {
+			target(fmt.Sprintf("dashboard: a %d-rank TrainJob's page to interactive", d.Ranks), d.Seconds, 1, "s")
+		}
+	}
 	if s.Build.Runs > 0 {
 		target("Build time per op", s.Build.MicrosPerOp, 50, "µs")
 		target("Build allocs per op", s.Build.AllocsPerOp, 300, "")
@@ -273,6 +283,13 @@ func (s *Summary) Print(w io.Writer) {
 		tab.Row("create → every pod Running", f("%.1fs", bj.RunningSeconds))
 		for _, c := range bj.Commands {
 			tab.Row(c.Name, f("%.3fs", c.Median), f("%.3fs", minOf(c.Seconds)), f("%.3fs", maxOf(c.Seconds)), f("%d", c.Requests), byCount(c.RequestsBy))
+		}
+		flush(w, tab)
+	}
+	if len(s.Dashboard) > 0 {
+		tab := printers.NewTable(w, "", "kubectl trainjob dashboard in Chromium: from opening its URL to the view shown", "time", "server's peak RSS")
+		for _, d := range s.Dashboard {
+			tab.Row(d.What, f("%.3fs", d.Seconds), f("%.1f MiB", d.MaxRSSMiB))
 		}
 		flush(w, tab)
 	}
