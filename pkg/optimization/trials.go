@@ -17,10 +17,6 @@ import (
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/optimization/search"
 )
 
-// OptimizationJobKind is the kind of the trials' controller, as their
-// controller reference names it.
-const OptimizationJobKind = "OptimizationJob"
-
 // TrialsCreatedAnnotation, on the OptimizationJob, is the number of trials
 // the controller has created, those deleted by hand since included. The
 // trials' index labels tell the same, but for the last trial created when it
@@ -54,7 +50,7 @@ func NewTrial(oj *trainer.OptimizationJob, index int, a search.Assignment) (*tra
 			Annotations: tmpl.Annotations,
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion:         trainer.GroupVersion.String(),
-				Kind:               OptimizationJobKind,
+				Kind:               trainer.OptimizationJobKind,
 				Name:               oj.Name,
 				UID:                oj.UID,
 				Controller:         ptr.To(true),

@@ -187,19 +187,24 @@ func NewCmdCreateWithOptions(f cmdutil.Factory, o *CreateOptions) *cobra.Command
 			return cmdutil.RunCommand(f, o, cmd, args)
 		},
 	}
+	o.addObjectFlags(f, cmd, trainer.TrainJobKind)
+	cmd.Flags().StringVar(&o.From, "from", "", "Copy the TrainJob TEMPLATE of the namespace as its creator wrote it (see rerun); the other flags change the copy")
+	o.addRunFlags(cmd)
+	_ = cmd.RegisterFlagCompletionFunc("from", completion.TrainJobNames(f))
+	return cmd
+}
+
+// addObjectFlags adds, with their completions, the flags of the object a command makes from flags or from -f
+// FILE (one of kind), which create and optimize share: the TrainJob's (of optimize, the trials') and the file.
+func (o *CreateOptions) addObjectFlags(f cmdutil.Factory, cmd *cobra.Command, kind string) {
 	fl := cmd.Flags()
 	o.spec.addFlags(fl)
-	fl.StringVarP(&o.Filename, "filename", "f", "", "File with one TrainJob, or - for stdin")
-	fl.StringVar(&o.From, "from", "", "Copy the TrainJob TEMPLATE of the namespace as its creator wrote it (see rerun); the other flags change the copy")
-	o.addRunFlags(cmd)
+	fl.StringVarP(&o.Filename, "filename", "f", "", "File with one "+kind+", or - for stdin")
 	_ = cmd.RegisterFlagCompletionFunc("runtime", completion.RuntimeNames(f))
-	_ = cmd.RegisterFlagCompletionFunc("from", completion.TrainJobNames(f))
 	_ = cmd.RegisterFlagCompletionFunc("gpu-type", completion.GPUProducts(f))
 	_ = cmd.RegisterFlagCompletionFunc("topology", cobra.NoFileCompletions)
 	_ = cmd.RegisterFlagCompletionFunc("gpu-claim", cobra.NoFileCompletions)
-	_ = cmd.RegisterFlagCompletionFunc("dry-run", cobra.FixedCompletions([]string{dryRunNone, dryRunClient, dryRunServer}, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.MarkFlagFilename("filename", "yaml", "yml", "json")
-	return cmd
 }
 
 // addRunFlags adds the flags of how the TrainJob is sent and followed, which create and rerun share.

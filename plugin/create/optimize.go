@@ -19,7 +19,6 @@ import (
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/optimization/search"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
-	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/completion"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/optimizationjob"
 )
 
@@ -106,15 +105,10 @@ func NewCmdOptimize(f cmdutil.Factory, streams cmdutil.Streams) *cobra.Command {
 			return cmdutil.RunCommand(f, o, cmd, args)
 		},
 	}
-	fl := cmd.Flags()
-	o.spec.addFlags(fl)
-	o.search.addFlags(fl)
-	fl.StringVarP(&o.Filename, "filename", "f", "", "File with one OptimizationJob, or - for stdin")
+	o.addObjectFlags(f, cmd, trainer.OptimizationJobKind)
+	o.search.addFlags(cmd.Flags())
 	o.addSendFlags(cmd)
-	_ = cmd.RegisterFlagCompletionFunc("runtime", completion.RuntimeNames(f))
-	_ = cmd.RegisterFlagCompletionFunc("gpu-type", completion.GPUProducts(f))
 	_ = cmd.RegisterFlagCompletionFunc("algorithm", cobra.FixedCompletions([]string{search.Random, search.Grid}, cobra.ShellCompDirectiveNoFileComp))
-	_ = cmd.MarkFlagFilename("filename", "yaml", "yml", "json")
 	return cmd
 }
 

@@ -382,23 +382,40 @@ func (o *ListOptions) selectors() []client.ListOption {
 // watch starts). The table's runtimes are read while the next page is.
 func (o *ListOptions) list(ctx context.Context, nodes *runtimeDefaults) ([]trainer.TrainJob, string, error) {
 	var items []trainer.TrainJob
+	resourceVersion := ""
+	err := eachPage(ctx, o, func(l *trainer.TrainJobList) {
+		page := slices.DeleteFunc(l.Items, func(tj trainer.TrainJob) bool { return !o.mayKeep(&tj) })
+		if o.printer == nil {
+			nodes.prefetch(ctx, page)
+		}
+		items = append(items, page...)
+		resourceVersion = l.ResourceVersion
+	})
+	if err != nil {
+		return nil, "", o.describeListError(err)
+	}
+	return items, resourceVersion, nil
+}
+
+// eachPage LISTs what the flags select page by page (--chunk-size items a page) and hands each page, a new list,
+// to page as it is read.
+func eachPage[T any, L interface {
+	*T
+	client.ObjectList
+}](ctx context.Context, o *ListOptions, page func(L)) error {
 	cont := ""
 	for {
 		opts := o.listOptions()
 		if o.ChunkSize > 0 {
 			opts = append(opts, client.Limit(o.ChunkSize), client.Continue(cont))
 		}
-		l := &trainer.TrainJobList{}
+		l := L(new(T))
 		if err := o.Client.List(ctx, l, opts...); err != nil {
-			return nil, "", o.describeListError(err)
+			return err
 		}
-		page := slices.DeleteFunc(l.Items, func(tj trainer.TrainJob) bool { return !o.mayKeep(&tj) })
-		if o.printer == nil {
-			nodes.prefetch(ctx, page)
-		}
-		items = append(items, page...)
-		if cont = l.Continue; cont == "" {
-			return items, l.ResourceVersion, nil
+		page(l)
+		if cont = l.GetContinue(); cont == "" {
+			return nil
 		}
 	}
 }

@@ -37,20 +37,8 @@ var optimizationColumns = []metav1.TableColumnDefinition{
 // OptimizationJobs per page and, for the table, one LIST of the TrainJobs of the namespace (their trials).
 func (o *ListOptions) runOptimizations(ctx context.Context) error {
 	var items []trainer.OptimizationJob
-	cont := ""
-	for {
-		opts := o.listOptions()
-		if o.ChunkSize > 0 {
-			opts = append(opts, client.Limit(o.ChunkSize), client.Continue(cont))
-		}
-		l := &trainer.OptimizationJobList{}
-		if err := o.Client.List(ctx, l, opts...); err != nil {
-			return describeOptimizationListError(err, o.Namespace)
-		}
-		items = append(items, l.Items...)
-		if cont = l.Continue; cont == "" {
-			break
-		}
+	if err := eachPage(ctx, o, func(l *trainer.OptimizationJobList) { items = append(items, l.Items...) }); err != nil {
+		return describeOptimizationListError(err, o.Namespace)
 	}
 	if len(items) == 0 {
 		o.noneFound()

@@ -140,7 +140,7 @@ func ByOwner(trainJobs []trainer.TrainJob) map[types.UID][]trainer.TrainJob {
 // controllerUID is the UID of the OptimizationJob that controls tj, empty when none does.
 func controllerUID(tj *trainer.TrainJob) types.UID {
 	ref := metav1.GetControllerOf(tj)
-	if ref == nil || ref.Kind != optimization.OptimizationJobKind || !strings.HasPrefix(ref.APIVersion, trainer.GroupVersion.Group+"/") {
+	if ref == nil || ref.Kind != trainer.OptimizationJobKind || !strings.HasPrefix(ref.APIVersion, trainer.GroupVersion.Group+"/") {
 		return ""
 	}
 	return ref.UID

@@ -38,15 +38,13 @@ const createRuntime = "create-test-torch"
 // TestCreate creates TrainJobs from flags and from files, checks the golden YAML of what the flags make, and
 // that bad input creates nothing.
 func TestCreate(t *testing.T) {
-	c, f := newFixture(t)
+	c := sharedCluster(t)
+	f, kube, n := runtimeFixture(t, c, createRuntime)
 	cl, ns := f.c, f.ns
-	ensureClusterRuntime(t, cl, createRuntime)
 	if err := cl.Create(t.Context(), &trainer.TrainingRuntime{ObjectMeta: metav1.ObjectMeta{Name: "team-torch", Namespace: ns}, Spec: minimalRuntimeSpec()}); err != nil {
 		t.Fatal(err)
 	}
-	kube := kubeArgs(c, ns)
 	cmd := []plugin.CommandAdder{create.NewCmdCreate}
-	n := Normalizer{Replace: map[string]string{ns: "<ns>"}}
 	grantNamespaceUser(t, cl, "alice", ns)
 
 	flags := []string{"--runtime", createRuntime, "--image", "ghcr.io/example/llama-ft:1.0", "--nodes", "4", "--gpus-per-node", "8",
@@ -206,11 +204,8 @@ func TestCreate(t *testing.T) {
 // TestCreateWait creates TrainJobs with --wait and --follow and plays their lives by writing their status as
 // upstream's controller would: the exit code is the outcome.
 func TestCreateWait(t *testing.T) {
-	c, f := newFixture(t)
+	f, kube, n := runtimeFixture(t, sharedCluster(t), createRuntime)
 	cl, ns := f.c, f.ns
-	ensureClusterRuntime(t, cl, createRuntime)
-	kube := kubeArgs(c, ns)
-	n := Normalizer{Replace: map[string]string{ns: "<ns>"}}
 
 	finish := func(typ, reason, message string) func(t *testing.T, tj *trainer.TrainJob, _ *Started) {
 		return func(t *testing.T, tj *trainer.TrainJob, _ *Started) {
@@ -341,6 +336,15 @@ func (k *creationClock) Now() time.Time {
 }
 
 func (k *creationClock) Since(t time.Time) time.Duration { return k.Now().Sub(t) }
+
+// runtimeFixture is a fixture in a new namespace of cluster c that has the ClusterTrainingRuntime runtime, the
+// kubectl flags that reach the namespace and a Normalizer of its name: where the tests of the commands that make
+// TrainJobs from flags (create, rerun, optimize) start.
+func runtimeFixture(t *testing.T, c *cluster.Cluster, runtime string) (*fixture, []string, Normalizer) {
+	f := fixtureOn(t, c)
+	ensureClusterRuntime(t, f.c, runtime)
+	return f, kubeArgs(c, f.ns), Normalizer{Replace: map[string]string{f.ns: "<ns>"}}
+}
 
 // ensureClusterRuntime creates a minimal ClusterTrainingRuntime unless another test did already.
 func ensureClusterRuntime(t *testing.T, cl client.Client, name string) {

@@ -27,13 +27,9 @@ const optimizeRuntime = "optimize-test-torch"
 // anything is sent, naming the flag; no controller runs, as on a cluster without one.
 func TestOptimization(t *testing.T) {
 	// Its own API server: it lists OptimizationJobs with -A.
-	c := apiCluster(t)
-	f := fixtureOn(t, c)
+	f, kube, n := runtimeFixture(t, apiCluster(t), optimizeRuntime)
 	cl, ns := f.c, f.ns
-	ensureClusterRuntime(t, cl, optimizeRuntime)
-	kube := kubeArgs(c, ns)
 	cmd := []plugin.CommandAdder{create.NewCmdOptimize}
-	n := Normalizer{Replace: map[string]string{ns: "<ns>"}}
 	optimizeArgs := func(name string, more ...string) []string {
 		return slices.Concat(kube, []string{"optimize", name, "--runtime", optimizeRuntime, "--image", "ghcr.io/example/sgd:1.0",
 			"--param", "lr=loguniform:1e-5,1e-2", "--param", "batch=categorical:16,32,64", "--objective", "val_loss:min",

@@ -21,12 +21,9 @@ import (
 // wrote since; it is named by the counter or by NEW and changed by --set; create --from does the same with
 // create's flags. Bad input creates nothing.
 func TestRerun(t *testing.T) {
-	c, f := newFixture(t)
+	f, kube, n := runtimeFixture(t, sharedCluster(t), createRuntime)
 	cl, ns := f.c, f.ns
-	ensureClusterRuntime(t, cl, createRuntime)
-	kube := kubeArgs(c, ns)
 	cmds := []plugin.CommandAdder{create.NewCmdCreate, create.NewCmdRerun}
-	n := Normalizer{Replace: map[string]string{ns: "<ns>"}}
 	get := func(name string) *trainer.TrainJob {
 		t.Helper()
 		tj := &trainer.TrainJob{}
