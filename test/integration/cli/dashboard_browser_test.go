@@ -24,10 +24,11 @@ import (
 // installs) driven by chromedp, on the API server c: the list shows the TrainJobs with their stages, a change
 // of stage shows without a reload, a failed TrainJob's page shows its first failure and its rank grid, a
 // read-only dashboard offers no action, the trainer's reports of progress and loss are charted as they come,
-// and one with --allow-writes suspends and resumes. Every step waits on the DOM, with a deadline of its own. Screenshots of each view at 1440×900 and 390×844 are saved in the test's artifacts (go test
-// -artifacts keeps them).
+// and one with --allow-writes suspends and resumes. Every step waits on the DOM, with a deadline of its own.
+// Screenshots of each view at 1440×900 and 390×844 are saved in the test's artifacts (go test -artifacts keeps
+// them).
 func testDashboardInBrowser(t *testing.T, c *cluster.Cluster) {
-	chromium := cluster.RequireChromium(t)
+	browser := startBrowser(t)
 	f := fixtureOn(t, c)
 	tj := runningTrainJob(f, "llama")
 	oom := failedTrainJob(f, "oom")
@@ -40,17 +41,7 @@ func testDashboardInBrowser(t *testing.T, c *cluster.Cluster) {
 	})
 	page := startDashboard(t, kubeArgs(c, f.ns)...)
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium), chromedp.NoSandbox,
-		chromedp.WindowSize(1440, 900), chromedp.Flag("disable-dev-shm-usage", true))
-	alloc, cancelAlloc := chromedp.NewExecAllocator(t.Context(), opts...)
-	defer cancelAlloc()
-	browser, cancelBrowser := chromedp.NewContext(alloc)
-	defer cancelBrowser()
-	// The first action starts the browser, which a step's deadline must not stop.
 	ctx := browser
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
 	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
 		inBrowser(t, ctx, browser, what, chromedp.Steps(steps...))
@@ -206,6 +197,70 @@ func testDashboardInBrowser(t *testing.T, c *cluster.Cluster) {
 	}
 	if n := inBrowser(t, ctx, browser, "the list", chromedp.Evaluate[int](`document.querySelectorAll('#trainjobs tr[data-name="other-rerun-1"]').length`)); n != 0 {
 		t.Error("the list still shows other-rerun-1 after its delete")
+	}
+}
+
+// startBrowser starts a headless Chromium at 1440×900 for t (skipped where there is none), and returns the
+// context of its tab.
+func startBrowser(t *testing.T) context.Context {
+	t.Helper()
+	chromium := cluster.RequireChromium(t)
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium), chromedp.NoSandbox,
+		chromedp.WindowSize(1440, 900), chromedp.Flag("disable-dev-shm-usage", true))
+	alloc, cancelAlloc := chromedp.NewExecAllocator(t.Context(), opts...)
+	t.Cleanup(cancelAlloc)
+	browser, cancelBrowser := chromedp.NewContext(alloc)
+	t.Cleanup(cancelBrowser)
+	// The first action starts the browser, which a step's deadline (inBrowser) must not stop.
+	if err := chromedp.Do(browser); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	return browser
+}
+
+// testDashboardGPUsInBrowser opens the GPUs view of the dashboard on TestFit's full cluster c, whose GPU nodes
+// are taken by another team's pods (gpu-node-0, gpu-node-2) and by TrainJob llama of ns (gpu-node-1): each
+// node shows its GPUs used and who holds them, and llama's YAML pasted says it does not fit now, as fit -f
+// says. Then llama's page charts the loss its rank prints in its log.
+func testDashboardGPUsInBrowser(t *testing.T, c *cluster.Cluster, ns string) {
+	browser := startBrowser(t)
+	if err := c.WritePodLog(t.Context(), ns, "llama-node-0-0-x01", "train", "step 1 loss 2.0", "step 2 loss 1.0", "step 3 loss 0.5"); err != nil {
+		t.Fatal(err)
+	}
+	page := startDashboard(t, kubeArgs(c, ns)...)
+	ctx := browser
+	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		inBrowser(t, ctx, browser, what, chromedp.Steps(steps...))
+	}
+	node := func(name string) string { return `#gpu-nodes tr[data-node="` + name + `"]` }
+	do("the GPUs view", chromedp.Navigate(page.printed), chromedp.WaitVisible(chromedp.CSS(`#trainjobs`)),
+		chromedp.Click(chromedp.CSS(`#nav-gpus`)), chromedp.WaitVisible(chromedp.CSS(node(cluster.GPUNodeName(3)))))
+	for name, want := range map[string][]string{
+		cluster.GPUNodeName(0): {"0 of 8 free", "pod team-b/busy-on-" + cluster.GPUNodeName(0), "8 GPUs", "0 of 8 free"},
+		cluster.GPUNodeName(1): {"0 of 8 free", ns + "/llama", "8 GPUs"},
+	} {
+		got := inBrowser(t, ctx, browser, name, chromedp.Text(chromedp.CSS(node(name))))
+		for _, w := range want {
+			if !strings.Contains(got, w) {
+				t.Errorf("the GPUs view's row of %s lacks %q: %s", name, w, got)
+			}
+		}
+	}
+	yaml, err := os.ReadFile(filepath.Join("testdata", "fit", "four-nodes.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	do("fit a pasted TrainJob", chromedp.SetValue(chromedp.CSS(`#fit-yaml`), string(yaml)), chromedp.Click(chromedp.CSS(`#fit-check`)),
+		chromedp.WaitVisible(chromedp.CSS(`#fit-verdict, #fit-result .error`)))
+	if got := inBrowser(t, ctx, browser, "the verdict", chromedp.Text(chromedp.CSS(`#fit-result`))); !strings.Contains(got, "does not fit now") {
+		t.Errorf("the pasted four-nodes.yaml: %s, want it not to fit now", got)
+	}
+
+	inBrowser(t, ctx, browser, "open llama", chromedp.Evaluate[string](`location.hash = "#/trainjob/`+ns+`/llama"`))
+	do("llama's loss charted", chromedp.Poll[chromedp.Void](`document.querySelectorAll("#chart-metric-lines circle").length === 3`))
+	if got := inBrowser(t, ctx, browser, "the loss", chromedp.Evaluate[[]string](`[...document.querySelectorAll("#chart-metric-lines circle")].map((c) => c.dataset.x + ":" + c.dataset.y)`)); !slices.Equal(got, []string{"1:2", "2:1", "3:0.5"}) {
+		t.Errorf("llama's loss is charted at %q, want 1:2, 2:1, 3:0.5", got)
 	}
 }
 

@@ -122,6 +122,7 @@ func TestFit(t *testing.T) {
 	f.create(busyPod("llama-node-0-1-stray", cluster.GPUNodeName(3), map[string]string{jobsetv1alpha2.JobSetNameKey: "llama"}))
 	t.Run("live", func(t *testing.T) { run(t, "live", "fit", "llama") })
 	t.Run("live-yaml", func(t *testing.T) { run(t, "live-yaml", "fit", "llama", "-o", "yaml") })
+	t.Run("dashboard-browser", func(t *testing.T) { testDashboardGPUsInBrowser(t, c, ns) })
 
 	// A team member who may read the namespace's TrainJobs and pods and the cluster's runtimes, but not the
 	// nodes: fit cannot tell. Once they may list nodes but not every namespace's pods, the nodes count as
