@@ -298,6 +298,18 @@ func expectedAssignments(t testing.TB, oj *trainer.OptimizationJob, seed int64, 
 	return made
 }
 
+// wantComplete waits until oj is Complete, all its trials ended, with message, and checks that its result is
+// result; it returns the condition, whose Event oj also records.
+func wantComplete(t testing.TB, oj *trainer.OptimizationJob, message string, result trainer.Result) condition {
+	t.Helper()
+	complete := condition{optimization.Complete, "True", optimization.MaxTrialsReachedReason, message}
+	got := optimizationJobMatches(t, oj, "Complete", hasOptimizationCondition(complete))
+	if diff := cmp.Diff(result, got.Status.Result); diff != "" {
+		t.Errorf("result (-want +got):\n%s", diff)
+	}
+	return complete
+}
+
 // parametersOf is the assignment a trial's annotation holds.
 func parametersOf(t testing.TB, key client.ObjectKey) search.Assignment {
 	t.Helper()
@@ -389,12 +401,7 @@ spec:
 	endTrial(t, trialKey(oj, 0), trainer.TrainJobComplete, "loss", "0.5")
 	endTrial(t, trialKey(oj, 2), trainer.TrainJobFailed, "loss", "0.01")
 
-	complete := condition{optimization.Complete, "True", optimization.MaxTrialsReachedReason, "3 trials: 2 Complete, 1 Failed, 0 deleted; the best is tune-1 with loss 0.25"}
-	got := optimizationJobMatches(t, oj, "Complete", hasOptimizationCondition(complete))
-	wantResult := trainer.Result{TrainJobName: "tune-1", Parameters: want[1]}
-	if diff := cmp.Diff(wantResult, got.Status.Result); diff != "" {
-		t.Errorf("result (-want +got):\n%s", diff)
-	}
+	complete := wantComplete(t, oj, "3 trials: 2 Complete, 1 Failed, 0 deleted; the best is tune-1 with loss 0.25", trainer.Result{TrainJobName: "tune-1", Parameters: want[1]})
 	if names, err := trialsOf(t.Context(), oj); err != nil || len(names) != 3 {
 		t.Errorf("trials %v (%v), want 3", names, err)
 	}
@@ -473,11 +480,7 @@ spec:
 	}
 	endTrial(t, trialKey(oj, 2), trainer.TrainJobComplete, "accuracy", "0.9")
 	endTrial(t, trialKey(oj, 3), trainer.TrainJobComplete, "accuracy", "0.8")
-	complete := condition{optimization.Complete, "True", optimization.MaxTrialsReachedReason, "4 trials: 3 Complete, 0 Failed, 1 deleted; the best is tune-2 with accuracy 0.9"}
-	got := optimizationJobMatches(t, oj, "Complete", hasOptimizationCondition(complete))
-	if diff := cmp.Diff(trainer.Result{TrainJobName: "tune-2", Parameters: want[2]}, got.Status.Result); diff != "" {
-		t.Errorf("result (-want +got):\n%s", diff)
-	}
+	wantComplete(t, oj, "4 trials: 3 Complete, 0 Failed, 1 deleted; the best is tune-2 with accuracy 0.9", trainer.Result{TrainJobName: "tune-2", Parameters: want[2]})
 	waitTrials(t, oj, "tune-0", "tune-2", "tune-3")
 }
 
@@ -533,8 +536,7 @@ spec:
 	// The stray TrainJob's index 7 counts for nothing: trial 1 comes next.
 	waitTrials(t, oj, "stray", "tune-0", "tune-1")
 	endTrial(t, trialKey(oj, 1), trainer.TrainJobFailed)
-	optimizationJobMatches(t, oj, "Complete", hasOptimizationCondition(condition{optimization.Complete, "True", optimization.MaxTrialsReachedReason,
-		"2 trials: 1 Complete, 1 Failed, 0 deleted; the best is tune-0 with loss 1"}))
+	wantComplete(t, oj, "2 trials: 1 Complete, 1 Failed, 0 deleted; the best is tune-0 with loss 1", trainer.Result{TrainJobName: "tune-0", Parameters: parametersOf(t, trialKey(oj, 0))})
 	got := &trainer.TrainJob{}
 	if err := env.Client.Get(t.Context(), key(stray), got); err != nil {
 		t.Fatal(err)
@@ -598,8 +600,7 @@ spec:
 		t.Errorf("the operator listed the trials %d times for %d metric reports of a running trial, want 0", got, reports)
 	}
 	endTrial(t, trialKey(oj, 0), trainer.TrainJobComplete, "loss", "0.5")
-	optimizationJobMatches(t, oj, "Complete", hasOptimizationCondition(condition{optimization.Complete, "True", optimization.MaxTrialsReachedReason,
-		"1 trials: 1 Complete, 0 Failed, 0 deleted; the best is tune-0 with loss 0.5"}))
+	wantComplete(t, oj, "1 trials: 1 Complete, 0 Failed, 0 deleted; the best is tune-0 with loss 0.5", trainer.Result{TrainJobName: "tune-0", Parameters: parametersOf(t, trialKey(oj, 0))})
 }
 
 // deniedOptimizationJob starts the OptimizationJob webhook's refusals.
