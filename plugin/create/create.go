@@ -369,7 +369,7 @@ func (o *CreateOptions) send(ctx context.Context) (*trainer.TrainJob, error) {
 		}
 	}
 	if o.DryRun == dryRunNone {
-		o.warnIfNowhere(ctx, tj, rt)
+		o.warnIfNowhere(ctx, tj, rt, tmpl)
 	}
 	if err := o.create(ctx, tj, tmpl); err != nil {
 		return nil, err
@@ -383,7 +383,7 @@ func (o *CreateOptions) send(ctx context.Context) (*trainer.TrainJob, error) {
 		return nil, err
 	}
 	if o.DryRun == dryRunServer {
-		return tj, o.printFit(ctx, tj, rt)
+		return tj, o.printFit(ctx, tj, rt, tmpl)
 	}
 	return tj, nil
 }

@@ -7,7 +7,9 @@ import (
 	"io"
 	"slices"
 
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/dryrun"
@@ -87,13 +89,10 @@ func patchTrainerPods(tj *trainer.TrainJob, rt *pipeline.Runtime, change func(*t
 // emptied of other pods; the TrainJob is sent all the same, as the cluster may grow. Only the nodes are read
 // (what other pods use does not matter here). It says nothing when that cannot be told: no runtime, nodes the
 // user may not list, a cluster without nodes (one that makes them on demand), a TrainJob the API server's
-// schema or the pipeline refuses (the API server or the operator says why).
-func (o *CreateOptions) warnIfNowhere(ctx context.Context, tj *trainer.TrainJob, rt *pipeline.Runtime) {
+// schema or the pipeline refuses (the API server or the operator says why). tmpl is the ResourceClaimTemplate
+// --gpu-claim makes (nil: none), not created yet.
+func (o *CreateOptions) warnIfNowhere(ctx context.Context, tj *trainer.TrainJob, rt *pipeline.Runtime, tmpl *resourcev1.ResourceClaimTemplate) {
 	if rt == nil {
-		return
-	}
-	cl, err := fit.ReadCluster(ctx, o.client, fit.ReadOptions{})
-	if err != nil || len(cl.Nodes) == 0 {
 		return
 	}
 	schema, err := dryrun.NewSchema()
@@ -104,8 +103,8 @@ func (o *CreateOptions) warnIfNowhere(ctx context.Context, tj *trainer.TrainJob,
 	if err != nil {
 		return
 	}
-	f, err := o.computeFit(ctx, admitted, rt, cl)
-	if err != nil || f.Verdict != fit.Nowhere {
+	f, err := o.computeFit(ctx, admitted, rt, tmpl, fit.ReadOptions{})
+	if err != nil || f.Nodes == 0 || f.Verdict != fit.Nowhere {
 		return
 	}
 	fmt.Fprintf(o.ErrOut, "warning: %s\n", printers.Escape(f.Message))
@@ -124,7 +123,7 @@ func (o *CreateOptions) warnIfNowhere(ctx context.Context, tj *trainer.TrainJob,
 // printFit ends a server dry run with what fits now of the TrainJob the API server accepted (tj, with its
 // defaults): on standard output after the created line, or on standard error when -o asks for a document,
 // so that the document stays whole.
-func (o *CreateOptions) printFit(ctx context.Context, tj *trainer.TrainJob, rt *pipeline.Runtime) error {
+func (o *CreateOptions) printFit(ctx context.Context, tj *trainer.TrainJob, rt *pipeline.Runtime, tmpl *resourcev1.ResourceClaimTemplate) error {
 	out := o.Out
 	if ptr.Deref(o.PrintFlags.OutputFormat, "") != "" {
 		out = o.ErrOut
@@ -133,11 +132,7 @@ func (o *CreateOptions) printFit(ctx context.Context, tj *trainer.TrainJob, rt *
 		_, err := fmt.Fprintln(out, "\nWhether it fits is not checked: its runtime could not be read.")
 		return err
 	}
-	cl, err := fit.ReadCluster(ctx, o.client, fit.ReadOptions{Pods: true})
-	if err != nil {
-		return notChecked(out, err)
-	}
-	f, err := o.computeFit(ctx, tj, rt, cl)
+	f, err := o.computeFit(ctx, tj, rt, tmpl, fit.ReadOptions{Pods: true})
 	if err != nil {
 		return notChecked(out, err)
 	}
@@ -152,8 +147,10 @@ func notChecked(out io.Writer, err error) error {
 	return werr
 }
 
-// computeFit builds the admitted TrainJob's pods with the binary's pipeline and places them on cl.
-func (o *CreateOptions) computeFit(ctx context.Context, tj *trainer.TrainJob, rt *pipeline.Runtime, cl *fit.Cluster) (*fit.Fit, error) {
+// computeFit builds the admitted TrainJob's pods with the binary's pipeline, reads the cluster as opts say and
+// places them there. The pods' DRA claims are read from the cluster, but tmpl's (nil: none): that
+// ResourceClaimTemplate is not created yet, or only in a dry run.
+func (o *CreateOptions) computeFit(ctx context.Context, tj *trainer.TrainJob, rt *pipeline.Runtime, tmpl *resourcev1.ResourceClaimTemplate, opts fit.ReadOptions) (*fit.Fit, error) {
 	fw, err := o.Pipeline.Framework(ctx, &dryrun.Inputs{})
 	if err != nil {
 		return nil, err
@@ -162,5 +159,23 @@ func (o *CreateOptions) computeFit(ctx context.Context, tj *trainer.TrainJob, rt
 	if err != nil {
 		return nil, err
 	}
+	cl, err := fit.ReadFor(ctx, withTemplate{Reader: o.client, tmpl: tmpl}, sets, opts)
+	if err != nil {
+		return nil, err
+	}
 	return fit.Compute(tj.Namespace, cmp.Or(tj.Name, tj.GenerateName), sets, cl), nil
+}
+
+// withTemplate reads the ResourceClaimTemplate tmpl (nil: none) as it is, and anything else with the Reader.
+type withTemplate struct {
+	client.Reader
+	tmpl *resourcev1.ResourceClaimTemplate
+}
+
+func (r withTemplate) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if t, ok := obj.(*resourcev1.ResourceClaimTemplate); ok && r.tmpl != nil && client.ObjectKeyFromObject(r.tmpl) == key {
+		r.tmpl.DeepCopyInto(t)
+		return nil
+	}
+	return r.Reader.Get(ctx, key, obj, opts...)
 }

@@ -170,7 +170,7 @@ func (o *OptimizeOptions) Run(ctx context.Context) error {
 	case dryRunServer:
 		err = o.client.Create(ctx, oj, client.DryRunAll)
 	case dryRunNone:
-		o.warnIfNowhere(ctx, tj, rt)
+		o.warnIfNowhere(ctx, tj, rt, nil)
 		err = o.client.Create(ctx, oj)
 	}
 	if err != nil {

@@ -4,12 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
+	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
@@ -54,11 +59,62 @@ func FromJobSet(js *jobsetv1alpha2.JobSet) []PodSet {
 	return sets
 }
 
+// ReadClaims adds to the requests of each pod set what its pods claim through DRA (KEP-2782): the devices of
+// each DeviceClass that the device requests of their ResourceClaimTemplates and ResourceClaims ask for, read
+// through c, under the DeviceClass's name ("8 gpu.nvidia.com", as status names them), so that a node's devices
+// of that class are counted as its nvidia.com/gpu is (ReadCluster). A request for all the devices of a class
+// has no count and is left out; a claim whose object does not exist asks for nothing, as in the Build phase,
+// and so does one the user may not read.
+func ReadClaims(ctx context.Context, c client.Reader, sets []PodSet) error {
+	for k := range sets {
+		ps := &sets[k]
+		for _, rc := range ps.Pod.Spec.ResourceClaims {
+			reqs, err := pipeline.ClaimDeviceRequests(ctx, c, ps.Pod.Namespace, rc.ResourceClaimName, rc.ResourceClaimTemplateName)
+			if apierrors.IsForbidden(err) {
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("the DRA claim %s of %s: %w", rc.Name, ps.Who, err)
+			}
+			for _, r := range reqs {
+				class, mode, count := pipeline.ExactRequest(r)
+				if class == "" || mode == resourcev1.DeviceAllocationModeAll {
+					continue
+				}
+				add(ps.Requests, corev1.ResourceList{corev1.ResourceName(class): *resource.NewQuantity(max(count, 1), resource.DecimalSI)})
+				if !slices.Contains(ps.Claimed, class) {
+					ps.Claimed = append(ps.Claimed, class)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// deviceClasses are the DeviceClasses the pods of sets claim devices of.
+func deviceClasses(sets []PodSet) []string {
+	var classes []string
+	for _, ps := range sets {
+		for _, c := range ps.Claimed {
+			if !slices.Contains(classes, c) {
+				classes = append(classes, c)
+			}
+		}
+	}
+	return classes
+}
+
 // Cluster is what fit reads of the cluster: its nodes, and what the pods on them request.
 type Cluster struct {
+	// Nodes are the cluster's nodes; what each can allocate includes, under the DeviceClass's name, the DRA
+	// devices of each class that ReadOptions.DeviceClasses names, which its ResourceSlices publish.
 	Nodes []corev1.Node
-	// Used is what the pods on each node request, by node name; nil counts the nodes as empty.
+	// Used is what the pods on each node request, by node name; nil counts the nodes as empty. The DRA devices
+	// of a node allocated to claims count under their DeviceClass's name.
 	Used map[string]corev1.ResourceList
+	// Allocated say, by node and DeviceClass, which of the node's DRA devices are allocated to which pod:
+	// "gpu-0,gpu-1 allocated to pod team-b/x".
+	Allocated map[string]map[corev1.ResourceName][]string
 	// Notes say what was not counted, and why.
 	Notes []string
 	// Sick are the nodes whose GPUs are sick (plugin/gpuhealth), by node name; read with the pods.
@@ -93,6 +149,10 @@ type ReadOptions struct {
 	// Claims reads the ResourceClaims of every namespace too (with Pods), to tell which DRA devices are taken.
 	// A user who may not list them gets none.
 	Claims bool
+	// DeviceClasses are the DeviceClasses whose DRA devices the pods claim (ReadClaims): each node's devices of
+	// these classes are read from its ResourceSlices and, with Pods, those allocated to claims (the
+	// ResourceClaims, as with Claims) count as used.
+	DeviceClasses []string
 }
 
 // podsPageSize bounds one page of the list of pods: a large cluster's pods come in pages, as kubectl reads them.
@@ -112,7 +172,7 @@ func ReadCluster(ctx context.Context, c client.Reader, opts ReadOptions) (*Clust
 		return nil, err
 	}
 	cl := &Cluster{Nodes: nodes.Items}
-	if !opts.Pods {
+	if !opts.Pods && len(opts.DeviceClasses) == 0 {
 		return cl, nil
 	}
 	devices, err := gpuhealth.ReadDevices(ctx, c, "")
@@ -120,7 +180,12 @@ func ReadCluster(ctx context.Context, c client.Reader, opts ReadOptions) (*Clust
 		return nil, err
 	}
 	cl.Devices = devices
-	if opts.Claims {
+	drivers := deviceDrivers(ctx, c, opts.DeviceClasses)
+	addDevices(cl.Nodes, devices.Slices, drivers)
+	if !opts.Pods {
+		return cl, nil
+	}
+	if opts.Claims || len(drivers) > 0 {
 		var claims resourcev1.ResourceClaimList
 		if err := c.List(ctx, &claims); err != nil && !apierrors.IsForbidden(err) && !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err) {
 			return nil, fmt.Errorf("list ResourceClaims: %w", err)
@@ -135,7 +200,7 @@ func ReadCluster(ctx context.Context, c client.Reader, opts ReadOptions) (*Clust
 			cl.Sick[s.Node] = s
 		}
 	}
-	used, pods, own, err := podRequests(ctx, c, opts.Own)
+	used, pods, ownPods, err := podRequests(ctx, c, opts.Own)
 	switch {
 	case apierrors.IsForbidden(err):
 		cl.Notes = append(cl.Notes, "you may not list the pods of every namespace, so what pods already request on the nodes is not counted: \"now\" is as if the nodes were empty")
@@ -144,7 +209,10 @@ func ReadCluster(ctx context.Context, c client.Reader, opts ReadOptions) (*Clust
 		return nil, err
 	}
 	cl.Used, cl.Pods = used, pods
-	if own > 0 {
+	if len(drivers) > 0 {
+		cl.addAllocated(devices.Slices, drivers, ownPods)
+	}
+	if own := len(ownPods); own > 0 {
 		cl.Notes = append(cl.Notes, fmt.Sprintf("the %d %s of TrainJob %s already on nodes %s not counted: fit says whether it would fit if it started now",
 			own, plural(own, "pod", "pods"), opts.Own.Name, plural(own, "is", "are")))
 	}
@@ -152,13 +220,13 @@ func ReadCluster(ctx context.Context, c client.Reader, opts ReadOptions) (*Clust
 }
 
 // podRequests is what the pods bound to a node and not ended request on each node, a pod counting as 1 of
-// the node's "pods", without those of own; those pods by node; and how many of own's it left out. Own's pods are those its
-// JobSet's label selects and cmdutil.Lineage owns (read once, at the first such pod): a pod that only carries
-// the label is counted as any other.
-func podRequests(ctx context.Context, c client.Reader, own *trainer.TrainJob) (map[string]corev1.ResourceList, map[string][]NodePod, int, error) {
+// the node's "pods", without those of own; those pods by node; and the UIDs of own's, which it left out. Own's
+// pods are those its JobSet's label selects and cmdutil.Lineage owns (read once, at the first such pod): a pod
+// that only carries the label is counted as any other.
+func podRequests(ctx context.Context, c client.Reader, own *trainer.TrainJob) (map[string]corev1.ResourceList, map[string][]NodePod, map[types.UID]bool, error) {
 	used := map[string]corev1.ResourceList{}
 	onNode := map[string][]NodePod{}
-	ownPods := 0
+	ownPods := map[types.UID]bool{}
 	var lineage *cmdutil.Lineage
 	isOwn := func(p *corev1.Pod) (bool, error) {
 		if own == nil || p.Namespace != own.Namespace || p.Labels[jobsetv1alpha2.JobSetNameKey] != own.Name {
@@ -179,14 +247,14 @@ func podRequests(ctx context.Context, c client.Reader, own *trainer.TrainJob) (m
 	for {
 		var pods corev1.PodList
 		if err := c.List(ctx, &pods, client.MatchingFieldsSelector{Selector: bound}, client.Limit(podsPageSize), client.Continue(cont)); err != nil {
-			return nil, nil, 0, err
+			return nil, nil, nil, err
 		}
 		for i := range pods.Items {
 			p := &pods.Items[i]
 			if ok, err := isOwn(p); err != nil {
-				return nil, nil, 0, err
+				return nil, nil, nil, err
 			} else if ok {
-				ownPods++
+				ownPods[p.UID] = true
 				continue
 			}
 			if used[p.Spec.NodeName] == nil {
@@ -201,5 +269,121 @@ func podRequests(ctx context.Context, c client.Reader, own *trainer.TrainJob) (m
 		if cont = pods.Continue; cont == "" {
 			return used, onNode, ownPods, nil
 		}
+	}
+}
+
+// driverSelector is how a DeviceClass selects its driver's devices: NVIDIA's, and the local cluster's,
+// select `device.driver == "gpu.nvidia.com"`.
+var driverSelector = regexp.MustCompile(`device\.driver\s*==\s*["']([^"']+)["']`)
+
+// deviceDrivers are the DRA drivers of classes, by class: the driver the class's CEL selector names
+// (device.driver == "…"), else, for a class that selects otherwise or that cannot be read, the class's own
+// name, which NVIDIA's driver shares with its class. fit does not evaluate other selectors: every device of
+// the driver counts as one of the class.
+func deviceDrivers(ctx context.Context, c client.Reader, classes []string) map[corev1.ResourceName]string {
+	drivers := map[corev1.ResourceName]string{}
+	for _, class := range classes {
+		drivers[corev1.ResourceName(class)] = class
+		var dc resourcev1.DeviceClass
+		if err := c.Get(ctx, client.ObjectKey{Name: class}, &dc); err != nil {
+			continue
+		}
+		for _, sel := range dc.Spec.Selectors {
+			if sel.CEL == nil {
+				continue
+			}
+			if m := driverSelector.FindStringSubmatch(sel.CEL.Expression); m != nil {
+				drivers[corev1.ResourceName(class)] = m[1]
+			}
+		}
+	}
+	return drivers
+}
+
+// addDevices adds to what each node can allocate, under each class's name, the devices of the class's driver
+// that the node's ResourceSlices publish; a node without any gets 0 of the class.
+func addDevices(nodes []corev1.Node, published []resourcev1.ResourceSlice, drivers map[corev1.ResourceName]string) {
+	for i := range nodes {
+		n := &nodes[i]
+		for class, driver := range drivers {
+			var count int64
+			for _, s := range published {
+				if ptr.Deref(s.Spec.NodeName, "") == n.Name && s.Spec.Driver == driver {
+					count += int64(len(s.Spec.Devices))
+				}
+			}
+			if n.Status.Allocatable == nil {
+				n.Status.Allocatable = corev1.ResourceList{}
+			}
+			n.Status.Allocatable[class] = *resource.NewQuantity(count, resource.DecimalSI)
+		}
+	}
+}
+
+// addAllocated counts, on each node, the devices of the classes' drivers allocated to cl.Claims as used, with
+// which devices and to which pod, but for the claims reserved for ownPods. A device is on the node of the
+// ResourceSlice of its driver and pool.
+func (cl *Cluster) addAllocated(published []resourcev1.ResourceSlice, drivers map[corev1.ResourceName]string, ownPods map[types.UID]bool) {
+	nodeOf := map[string]string{} // driver/pool: node
+	for _, s := range published {
+		if n := ptr.Deref(s.Spec.NodeName, ""); n != "" {
+			nodeOf[s.Spec.Driver+"/"+s.Spec.Pool.Name] = n
+		}
+	}
+	classOf := map[string]corev1.ResourceName{}
+	for class, driver := range drivers {
+		classOf[driver] = class
+	}
+	for i := range cl.Claims {
+		cl.addClaim(&cl.Claims[i], nodeOf, classOf, ownPods)
+	}
+}
+
+// addClaim counts the devices allocated to claim rc as used on their nodes, unless it is reserved for one of
+// ownPods.
+func (cl *Cluster) addClaim(rc *resourcev1.ResourceClaim, nodeOf map[string]string, classOf map[string]corev1.ResourceName, ownPods map[types.UID]bool) {
+	a := rc.Status.Allocation
+	if a == nil {
+		return
+	}
+	holder := "ResourceClaim " + rc.Namespace + "/" + rc.Name
+	for _, r := range rc.Status.ReservedFor {
+		if ownPods[r.UID] {
+			return
+		}
+		if r.Resource == "pods" && r.APIGroup == "" {
+			holder = "pod " + rc.Namespace + "/" + r.Name
+		}
+	}
+	type key struct {
+		node  string
+		class corev1.ResourceName
+	}
+	var keys []key
+	devices := map[key][]string{}
+	for _, d := range a.Devices.Results {
+		class, ok := classOf[d.Driver]
+		node := nodeOf[d.Driver+"/"+d.Pool]
+		if !ok || node == "" {
+			continue
+		}
+		k := key{node, class}
+		if _, seen := devices[k]; !seen {
+			keys = append(keys, k)
+		}
+		devices[k] = append(devices[k], d.Device)
+	}
+	for _, k := range keys {
+		if cl.Used[k.node] == nil {
+			cl.Used[k.node] = corev1.ResourceList{}
+		}
+		add(cl.Used[k.node], corev1.ResourceList{k.class: *resource.NewQuantity(int64(len(devices[k])), resource.DecimalSI)})
+		if cl.Allocated == nil {
+			cl.Allocated = map[string]map[corev1.ResourceName][]string{}
+		}
+		if cl.Allocated[k.node] == nil {
+			cl.Allocated[k.node] = map[corev1.ResourceName][]string{}
+		}
+		cl.Allocated[k.node][k.class] = append(cl.Allocated[k.node][k.class], strings.Join(devices[k], ",")+" allocated to "+holder)
 	}
 }

@@ -220,18 +220,28 @@ func File(ctx context.Context, c client.Reader, p *cmdutil.Pipeline, namespace s
 	return Check(ctx, c, fw, in.TrainJobs[0], in.Runtimes, ReadOptions{Pods: true})
 }
 
-// Check builds tj with fw on the runtime it references among runtimes, reads the cluster and places tj's pods.
-// It returns the pipeline's warnings too.
+// Check builds tj with fw on the runtime it references among runtimes, reads what its pods claim through DRA
+// and the cluster, and places tj's pods. It returns the pipeline's warnings too.
 func Check(ctx context.Context, c client.Reader, fw *pipeline.Framework, tj *trainer.TrainJob, runtimes []*pipeline.Runtime, opts ReadOptions) (*Fit, []string, error) {
-	cl, err := ReadCluster(ctx, c, opts)
-	if err != nil {
-		return nil, nil, err
-	}
 	sets, warnings, err := PodSets(ctx, fw, tj, runtimes)
 	if err != nil {
 		return nil, warnings, err
 	}
+	cl, err := ReadFor(ctx, c, sets, opts)
+	if err != nil {
+		return nil, nil, err
+	}
 	return Compute(tj.Namespace, tj.Name, sets, cl), warnings, nil
+}
+
+// ReadFor reads what the pods of sets claim through DRA (ReadClaims, through c) and the cluster (ReadCluster),
+// with the nodes' DRA devices of the DeviceClasses the pods claim.
+func ReadFor(ctx context.Context, c client.Reader, sets []PodSet, opts ReadOptions) (*Cluster, error) {
+	if err := ReadClaims(ctx, c, sets); err != nil {
+		return nil, err
+	}
+	opts.DeviceClasses = deviceClasses(sets)
+	return ReadCluster(ctx, c, opts)
 }
 
 func (o *Options) print(f *Fit) error {

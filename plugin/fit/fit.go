@@ -73,7 +73,7 @@ func Compute(namespace, name string, sets []PodSet, cl *Cluster) *Fit {
 	for _, ps := range sets {
 		f.Pods += ps.Count
 	}
-	now, empty := place(sets, cl.Nodes, cl.Used, cl.Sick), place(sets, cl.Nodes, nil, cl.Sick)
+	now, empty := place(sets, cl.Nodes, cl.Used, cl.Allocated, cl.Sick), place(sets, cl.Nodes, nil, nil, cl.Sick)
 	f.FitNow, f.FitEmpty = now.total, empty.total
 	switch {
 	case f.FitNow == f.Pods:

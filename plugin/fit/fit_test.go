@@ -325,7 +325,7 @@ func TestFromJobSet(t *testing.T) {
 	if diff := cmp.Diff(want, sets); diff != "" {
 		t.Errorf("pod sets (-want +got):\n%s", diff)
 	}
-	p := place(FromJobSet(js)[2:], []corev1.Node{cpuNode("cpu-node-0")}, nil, nil)
+	p := place(FromJobSet(js)[2:], []corev1.Node{cpuNode("cpu-node-0")}, nil, nil, nil)
 	var names []string
 	for _, pl := range p.placed[0] {
 		names = append(names, pl.Pod)

@@ -52,6 +52,9 @@ type PodSet struct {
 	Requests corev1.ResourceList
 	// Tolerated are the keys of the tolerations ExtendedResourceToleration added.
 	Tolerated []string
+	// Claimed are the DeviceClasses whose DRA devices the pods claim (ReadClaims), each counted in Requests
+	// under its name.
+	Claimed []string
 }
 
 // NewPodSet is the pod set of count pods like pod, perJob to a Job, of a replicated job whose
@@ -136,6 +139,8 @@ type nodeState struct {
 	own    corev1.ResourceList
 	// sick says why the node's GPUs are sick, nil when they are not.
 	sick *gpuhealth.Sickness
+	// allocated say which of the node's DRA devices of each DeviceClass are allocated to which pod.
+	allocated map[corev1.ResourceName][]string
 }
 
 // placement is the outcome of placing every pod set on the nodes, one pod after the other.
@@ -148,14 +153,16 @@ type placement struct {
 
 // place puts the pods of sets on nodes with a greedy first fit: pod sets in the JobSet's order, each pod on the
 // first node (by name) that takes it, as if all ran at once. used is what the pods already on each node request
-// (nil: nodes are empty); sick are the nodes whose GPUs are sick, which take no pod that asks for GPUs. A pod
-// set whose next pod no node takes stops there; the sets after it are still placed. It is not the scheduler
-// (which scores nodes and may find room a first fit misses), but it answers with the scheduler's filters:
-// cordon, node selector and affinity, taints, resources.
-func place(sets []PodSet, nodes []corev1.Node, used map[string]corev1.ResourceList, sick map[string]*gpuhealth.Sickness) placement {
+// (nil: nodes are empty), and allocated which DRA devices are allocated to whom (Cluster.Allocated); sick are
+// the nodes whose GPUs are sick, which take no pod that asks for GPUs. A pod set whose next pod no node takes
+// stops there; the sets after it are still placed. It is not the scheduler (which scores nodes and may find
+// room a first fit misses), but it answers with the scheduler's filters: cordon, node selector and affinity,
+// taints, resources (DRA devices among them, counted by DeviceClass).
+func place(sets []PodSet, nodes []corev1.Node, used map[string]corev1.ResourceList, allocated map[string]map[corev1.ResourceName][]string, sick map[string]*gpuhealth.Sickness) placement {
 	states := make([]*nodeState, len(nodes))
 	for i := range nodes {
-		states[i] = &nodeState{node: &nodes[i], others: used[nodes[i].Name], own: corev1.ResourceList{}, sick: sick[nodes[i].Name]}
+		n := nodes[i].Name
+		states[i] = &nodeState{node: &nodes[i], others: used[n], own: corev1.ResourceList{}, sick: sick[n], allocated: allocated[n]}
 	}
 	slices.SortFunc(states, func(a, b *nodeState) int { return cmp.Compare(a.node.Name, b.node.Name) })
 	p := placement{placed: make([][]Placement, len(sets)), blocked: make([][]Blocker, len(sets))}
@@ -277,7 +284,7 @@ func (ps *PodSet) resourceRefusal(s *nodeState) *refusal {
 			if free.Sign() < 0 {
 				free = resource.Quantity{}
 			}
-			by := usedBy(others, own)
+			by := usedBy(others, own, s.allocated[name])
 			one = append(one, fmt.Sprintf("%s of its %s %s free (%s)", free.String(), alloc.String(), name, by))
 			many = append(many, fmt.Sprintf("%s of their %s %s free (%s)", free.String(), alloc.String(), name, by))
 		}
@@ -288,15 +295,20 @@ func (ps *PodSet) resourceRefusal(s *nodeState) *refusal {
 	return &refusal{ReasonResources, "has " + strings.Join(one, ", "), "have " + strings.Join(many, ", ")}
 }
 
-// usedBy says who requests what is used of a resource on a node.
-func usedBy(others, own resource.Quantity) string {
+// usedBy says who requests what is used of a resource on a node; of DRA devices allocated to claims, which
+// devices, and to whom (allocated).
+func usedBy(others, own resource.Quantity, allocated []string) string {
+	there := others.String() + " requested by pods already there"
+	if len(allocated) > 0 {
+		there = strings.Join(allocated, "; ")
+	}
 	switch {
 	case own.IsZero():
-		return others.String() + " requested by pods already there"
+		return there
 	case others.IsZero():
 		return own.String() + " taken by this TrainJob"
 	}
-	return fmt.Sprintf("%s requested by pods already there, %s taken by this TrainJob", others.String(), own.String())
+	return fmt.Sprintf("%s, %s taken by this TrainJob", there, own.String())
 }
 
 // blockers are the refusals of every node for the next pod of ps, grouped: nodes refused alike share one.
@@ -334,12 +346,19 @@ func NodeList(nodes []string) string {
 	return fmt.Sprintf("%s and %d more", strings.Join(nodes[:3], ", "), len(nodes)-3)
 }
 
-// resourceOrder is the order resources are named in: extended resources (the GPUs) first, then cpu, memory,
-// ephemeral-storage, the rest by name, and pods last.
+// isDeviceClass tells whether a requested resource is a DeviceClass of DRA devices (ReadClaims): a DNS
+// subdomain with a dot, which no resource of Kubernetes' own is, and without the domain of an extended
+// resource.
+func isDeviceClass(name corev1.ResourceName) bool {
+	return strings.Contains(string(name), ".") && !strings.Contains(string(name), "/")
+}
+
+// resourceOrder is the order resources are named in: extended resources and DRA device classes (the GPUs)
+// first, then cpu, memory, ephemeral-storage, the rest by name, and pods last.
 func resourceOrder(l corev1.ResourceList) []corev1.ResourceName {
 	rank := func(n corev1.ResourceName) int {
 		switch {
-		case isExtendedResource(n):
+		case isExtendedResource(n) || isDeviceClass(n):
 			return 0
 		case n == corev1.ResourceCPU:
 			return 1

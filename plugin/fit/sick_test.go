@@ -12,7 +12,7 @@ import (
 // the reason SickGPUs and the signs that say so; the pods go to the healthy nodes.
 func TestPlaceAvoidsSickGPUs(t *testing.T) {
 	sick := map[string]*gpuhealth.Sickness{"gpu-node-0": {Node: "gpu-node-0", Signs: []string{"taint nvidia.com/gpu-error=fatal:NoSchedule"}}}
-	p := place([]PodSet{trainerPods(4, eightGPUs, nil)}, nodes(), nil, sick)
+	p := place([]PodSet{trainerPods(4, eightGPUs, nil)}, nodes(), nil, nil, sick)
 	if p.total != 3 {
 		t.Errorf("%d of 4 pods placed, want 3: gpu-node-0's GPUs are sick", p.total)
 	}

@@ -70,7 +70,7 @@ func computeTopology(sets []PodSet, cl *Cluster) *TopologyFit {
 	}
 	for v, nodes := range byDomain {
 		t.Domains = append(t.Domains, DomainFit{Value: v, Nodes: len(nodes),
-			FitNow: place(asking, nodes, cl.Used, cl.Sick).total, FitEmpty: place(asking, nodes, nil, cl.Sick).total})
+			FitNow: place(asking, nodes, cl.Used, cl.Allocated, cl.Sick).total, FitEmpty: place(asking, nodes, nil, nil, cl.Sick).total})
 	}
 	slices.SortFunc(t.Domains, func(a, b DomainFit) int { return strings.Compare(a.Value, b.Value) })
 	t.Message = t.message()

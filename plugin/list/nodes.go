@@ -11,6 +11,7 @@ import (
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/pipeline"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/snapshot"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/printers"
 )
 
@@ -19,10 +20,13 @@ import (
 // read (gone, or no right to read it — users often may read TrainJobs but not ClusterTrainingRuntimes)
 // leaves to the TrainJob alone what it can say.
 type runtimeDefaults struct {
-	c     client.Reader
-	fw    *pipeline.Framework
-	mu    sync.Mutex
-	cache map[string]*runtimeLookup
+	c  client.Reader
+	fw *pipeline.Framework
+	// claims reads the ResourceClaimTemplates that the TrainJobs' pods claim GPUs from, a namespace's in one
+	// request, only for a TrainJob whose pods have claims.
+	claims *cmdutil.ClaimTemplates
+	mu     sync.Mutex
+	cache  map[string]*runtimeLookup
 }
 
 // runtimeLookup is the read of one runtime: rt is set (nil when unreadable) when done is closed.
@@ -33,7 +37,7 @@ type runtimeLookup struct {
 
 // newRuntimeDefaults reads runtimes with c and sizes TrainJobs with fw, the pipeline the operator runs.
 func newRuntimeDefaults(c client.Reader, fw *pipeline.Framework) *runtimeDefaults {
-	return &runtimeDefaults{c: c, fw: fw, cache: map[string]*runtimeLookup{}}
+	return &runtimeDefaults{c: c, fw: fw, claims: cmdutil.NewClaimTemplates(c), cache: map[string]*runtimeLookup{}}
 }
 
 // prefetch starts reading the runtimes that items need and that are not read yet: every TrainJob's, since
@@ -47,15 +51,16 @@ func (r *runtimeDefaults) prefetch(ctx context.Context, items []trainer.TrainJob
 
 // of returns the NODES and GPUS cells of tj.
 func (r *runtimeDefaults) of(ctx context.Context, tj *trainer.TrainJob) (string, string) {
-	return cells(ctx, r.fw, tj, r.lookup(ctx, tj))
+	return cells(ctx, r.fw, r.claims, tj, r.lookup(ctx, tj))
 }
 
 // cells are the NODES and GPUS cells of tj on runtime rt (nil: unknown). NODES is numNodes of the TrainJob,
 // else of the runtime's ML policy. GPUS is what the pods the operator builds ask for: the pipeline's
 // enforcement points (fw.RuntimeInfo) size every replicated job and merge resourcesPerNode, and each pod's
-// containers are counted as the pipeline counts GPUs (pipeline.GPUsPerNode), so list and render agree.
-// Without the runtime, GPUS is NODES times the GPUs of resourcesPerNode, when it names some.
-func cells(ctx context.Context, fw *pipeline.Framework, tj *trainer.TrainJob, rt *pipeline.Runtime) (string, string) {
+// containers and DRA claims are counted as the pipeline counts GPUs (pipeline.PodGPUs), so list and render
+// agree. The claims' ResourceClaimTemplates, which the offline pipeline does not see, are read with claims (nil:
+// none). Without the runtime, GPUS is NODES times the GPUs of resourcesPerNode, when it names some.
+func cells(ctx context.Context, fw *pipeline.Framework, claims client.Reader, tj *trainer.TrainJob, rt *pipeline.Runtime) (string, string) {
 	var nodes int32
 	if t := tj.Spec.Trainer; t != nil {
 		nodes = ptr.Deref(t.NumNodes, 0)
@@ -68,7 +73,11 @@ func cells(ctx context.Context, fw *pipeline.Framework, tj *trainer.TrainJob, rt
 		n = strconv.Itoa(int(nodes))
 	}
 	if rt != nil {
-		if info, err := fw.RuntimeInfo(ctx, tj, rt, pipeline.BuildOptions{}); err == nil {
+		info, err := fw.RuntimeInfo(ctx, tj, rt, pipeline.BuildOptions{})
+		if err == nil && claims != nil {
+			err = info.ReadClaims(ctx, claims, tj.Namespace)
+		}
+		if err == nil {
 			return n, strconv.FormatInt(podGPUs(info), 10)
 		}
 	}

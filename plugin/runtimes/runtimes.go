@@ -3,6 +3,7 @@
 package runtimes
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -144,7 +145,7 @@ func (o *RuntimesOptions) Run(ctx context.Context) error {
 		return nil
 	}
 	if ptr.Deref(o.PrintFlags.OutputFormat, "") == "" {
-		return cliprinters.NewTablePrinter(cliprinters.PrintOptions{NoHeaders: o.NoHeaders, WithNamespace: o.AllNamespaces}).PrintObj(o.table(runtimes), o.Out)
+		return cliprinters.NewTablePrinter(cliprinters.PrintOptions{NoHeaders: o.NoHeaders, WithNamespace: o.AllNamespaces}).PrintObj(o.table(ctx, runtimes), o.Out)
 	}
 	p, err := o.PrintFlags.ToPrinter()
 	if err != nil {
@@ -199,8 +200,15 @@ func collect(cluster []trainer.ClusterTrainingRuntime, namespaced []trainer.Trai
 	return out
 }
 
-// table is the human view of the runtimes.
-func (o *RuntimesOptions) table(runtimes []trainingRuntime) *metav1.Table {
+// table is the human view of the runtimes. The GPUs a runtime's pods claim through DRA are those of the
+// ResourceClaimTemplates they name in the namespace a TrainJob would run in: a TrainingRuntime's own, the
+// command's for a ClusterTrainingRuntime; a namespace's templates are read in one request, only for a runtime
+// whose pods have claims.
+func (o *RuntimesOptions) table(ctx context.Context, runtimes []trainingRuntime) *metav1.Table {
+	var claims client.Reader
+	if o.client != nil {
+		claims = cmdutil.NewClaimTemplates(o.client)
+	}
 	t := &metav1.Table{ColumnDefinitions: []metav1.TableColumnDefinition{
 		{Name: "Name", Type: "string", Format: "name"},
 		{Name: "Kind", Type: "string"},
@@ -221,7 +229,7 @@ func (o *RuntimesOptions) table(runtimes []trainingRuntime) *metav1.Table {
 			nodes = strconv.Itoa(int(*r.spec.MLPolicy.NumNodes))
 		}
 		t.Rows = append(t.Rows, metav1.TableRow{
-			Cells:  []any{r.meta.Name, r.kind, framework, Policy(r.spec.MLPolicy), nodes, gpusPerNode(r.spec), printers.Age(r.meta.CreationTimestamp, now)},
+			Cells:  []any{r.meta.Name, r.kind, framework, Policy(r.spec.MLPolicy), nodes, gpusPerNode(ctx, claims, cmp.Or(r.meta.Namespace, o.namespace), r.spec), printers.Age(r.meta.CreationTimestamp, now)},
 			Object: runtime.RawExtension{Object: r.object},
 		})
 	}
@@ -247,10 +255,14 @@ func Policy(p *trainer.MLPolicy) string {
 	return "plainml"
 }
 
-// gpusPerNode is the GPUs per node of the runtime's trainer, as the pipeline counts them for a TrainJob that
-// does not set resourcesPerNode (and as list shows them).
-func gpusPerNode(spec *trainer.TrainingRuntimeSpec) string {
+// gpusPerNode is the GPUs per node of the runtime's trainer, as the pipeline counts them for a TrainJob of
+// namespace that does not set resourcesPerNode (and as list shows them): the DRA claims' with claims (nil:
+// none).
+func gpusPerNode(ctx context.Context, claims client.Reader, namespace string, spec *trainer.TrainingRuntimeSpec) string {
 	info, err := pipeline.NewRuntimeInfo(&trainer.TrainJob{}, &pipeline.Runtime{Object: &trainer.ClusterTrainingRuntime{}, Spec: spec})
+	if err == nil && claims != nil {
+		err = info.ReadClaims(ctx, claims, namespace)
+	}
 	if err != nil {
 		return printers.None
 	}

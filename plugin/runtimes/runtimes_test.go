@@ -55,7 +55,7 @@ func TestTable(t *testing.T) {
 		{ObjectMeta: meta("team-a", "launcher-only", ""), Spec: spec(mpi, trainer.Launcher, trainer.Node, "8")},
 	}
 	o := &RuntimesOptions{Clock: clocktesting.NewFakePassiveClock(created.Add(3 * 24 * time.Hour))}
-	table := o.table(collect(cluster, namespaced))
+	table := o.table(t.Context(), collect(cluster, namespaced))
 
 	var columns []string
 	for _, c := range table.ColumnDefinitions {

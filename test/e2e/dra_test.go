@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -24,26 +25,12 @@ func TestTorchDRA(t *testing.T) {
 	t.Parallel()
 	useGPUs(t)
 	ns := cluster.NewNamespace(t, suite.client, "e2e-", diagnose)
-	tmpl := &resourcev1.ResourceClaimTemplate{}
-	tmpl.Name, tmpl.Namespace = "gpu-8", ns
-	tmpl.Spec.Spec.Devices.Requests = []resourcev1.DeviceRequest{{Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{
-		DeviceClassName: cluster.DRADeviceClass, AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: 8,
-	}}}
-	if err := suite.client.Create(t.Context(), tmpl); err != nil {
-		t.Fatal(err)
-	}
+	createGPUTemplate(t, ns, "gpu-8")
 
 	checkDRAPods(t, podsOf(runToCompletion(t, ns, "torch-dra.yaml", "torch-dra"), "node"))
 
 	// The shipped runtime torch-distributed-dra claims from the namespace's ResourceClaimTemplate trainer-gpus.
-	tmpl = &resourcev1.ResourceClaimTemplate{}
-	tmpl.Name, tmpl.Namespace = "trainer-gpus", ns
-	tmpl.Spec.Spec.Devices.Requests = []resourcev1.DeviceRequest{{Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{
-		DeviceClassName: cluster.DRADeviceClass, AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: 8,
-	}}}
-	if err := suite.client.Create(t.Context(), tmpl); err != nil {
-		t.Fatal(err)
-	}
+	createGPUTemplate(t, ns, "trainer-gpus")
 	mustKubectlTrainJob(t, "create", "-n", ns, "on-dra-runtime", "--runtime", "torch-distributed-dra", "--nodes", "2",
 		"--env", "SIM_RUN_SECONDS=3", "--", "torchrun", "/workspace/train.py")
 	waitTrainJob(t, ns, "on-dra-runtime", trainer.TrainJobComplete, runTimeout)
@@ -88,7 +75,7 @@ func checkDRAPods(t *testing.T, pods []corev1.Pod) {
 
 // TestGPUClaimCLI: `kubectl trainjob create --gpu-claim` on the simulated GPUs. A 2 × 8-GPU TrainJob runs with
 // each pod's claim allocated from its own node's ResourceSlice, and `status` counts and names the devices of each
-// pod; deleting the TrainJob deletes the ResourceClaimTemplate create made for it. A pod claiming 16 GPUs, more
+// pod, `list`, `runtimes` and `fit` count its claimed GPUs (checkDRACounted); deleting the TrainJob deletes the ResourceClaimTemplate create made for it. A pod claiming 16 GPUs, more
 // than any node has, stays Pending, and `status` names its claim as the reason.
 func TestGPUClaimCLI(t *testing.T) {
 	t.Parallel()
@@ -122,6 +109,7 @@ func TestGPUClaimCLI(t *testing.T) {
 			t.Errorf("status does not show pod %s on %s with its 8 claimed GPUs, gpu-0..gpu-7 of %s:\n%s", p.Name, p.Spec.NodeName, p.Spec.NodeName, out)
 		}
 	}
+	checkDRACounted(t, ns, pods)
 	mustKubectlTrainJob(t, "delete", "-n", ns, "dra-cli", "-y", "--wait")
 	cluster.Eventually(t, "ResourceClaimTemplate dra-cli-gpu deleted with its TrainJob", runTimeout, func(ctx context.Context) error {
 		err := suite.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "dra-cli-gpu"}, &resourcev1.ResourceClaimTemplate{})
@@ -144,4 +132,50 @@ func TestGPUClaimCLI(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// checkDRACounted: while the 2 trainer pods of dra-cli (pods) hold 8 GPUs each through DRA, `list` counts its
+// 16 GPUs, `runtimes` the 8 GPUs a node of torch-distributed-dra claims from the namespace's trainer-gpus, and
+// `fit` counts a GPU node's devices allocated to claims as used, naming them and the pod they are allocated to:
+// a 3-node TrainJob on torch-distributed-dra fits 2 pods now, on the two free GPU nodes, and dra-cli itself,
+// whose own claims fit leaves out, fits now.
+func checkDRACounted(t *testing.T, ns string, pods []corev1.Pod) {
+	t.Helper()
+	out := mustKubectlTrainJob(t, "list", "-n", ns)
+	if row := regexp.MustCompile(`(?m)^dra-cli\s+\S+\s+torch-distributed\s+2\s+16\s`); !row.MatchString(out) {
+		t.Errorf("list does not count the 16 GPUs dra-cli claims (NODES 2, GPUS 16):\n%s", out)
+	}
+
+	createGPUTemplate(t, ns, "trainer-gpus")
+	out = mustKubectlTrainJob(t, "runtimes", "-n", ns)
+	if row := regexp.MustCompile(`(?m)^torch-distributed-dra\s+ClusterTrainingRuntime\s+torch\s+torch\s+1\s+8\s`); !row.MatchString(out) {
+		t.Errorf("runtimes does not count the 8 GPUs a node of torch-distributed-dra claims from trainer-gpus:\n%s", out)
+	}
+
+	r := kubectlTrainJob(t, "fit", "-n", ns, "-f", filepath.Join("testdata", "torch-dra-three-nodes.yaml"))
+	if r.code != 4 || !strings.Contains(r.stdout, "does not fit now: 2 of its 3 pods fit") {
+		t.Errorf("fit of 3 nodes of 8 claimed GPUs while dra-cli holds 2 of the 4 GPU nodes: want 2 of 3 fit now (exit code 4):\n%v", r)
+	}
+	for _, p := range pods {
+		used := p.Spec.NodeName + " has 0 of its 8 gpu.nvidia.com free (gpu-0,gpu-1,gpu-2,gpu-3,gpu-4,gpu-5,gpu-6,gpu-7 allocated to pod " + ns + "/" + p.Name + ")"
+		if !strings.Contains(r.stdout, used) {
+			t.Errorf("fit does not say %q:\n%s", used, r.stdout)
+		}
+	}
+	if out := mustKubectlTrainJob(t, "fit", "-n", ns, "dra-cli"); !strings.Contains(out, "fits now: all 2 pods fit") {
+		t.Errorf("fit of dra-cli counts its own claims as used:\n%s", out)
+	}
+}
+
+// createGPUTemplate creates the ResourceClaimTemplate name in ns: 8 devices of the simulated GPUs' DeviceClass.
+func createGPUTemplate(t *testing.T, ns, name string) {
+	t.Helper()
+	tmpl := &resourcev1.ResourceClaimTemplate{}
+	tmpl.Name, tmpl.Namespace = name, ns
+	tmpl.Spec.Spec.Devices.Requests = []resourcev1.DeviceRequest{{Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{
+		DeviceClassName: cluster.DRADeviceClass, AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: 8,
+	}}}
+	if err := suite.client.Create(t.Context(), tmpl); err != nil {
+		t.Fatal(err)
+	}
 }
