@@ -9,16 +9,19 @@ import (
 	"strings"
 	"testing"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
+	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/scheme"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/fit"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/kueue/kueuetest"
@@ -31,21 +34,35 @@ func gpuNode(name string) *corev1.Node {
 			corev1.ResourceMemory: resource.MustParse("1Ti"), corev1.ResourcePods: resource.MustParse("110")}}}
 }
 
+// lineage are TrainJob name of namespace, the JobSet it controls and that JobSet's Job JOBSET-node-0: the
+// controller chain of the TrainJob's pods (gpuPod).
+func lineage(namespace, name string) []client.Object {
+	tj := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, UID: types.UID("uid-tj-" + name)}}
+	js := &jobsetv1alpha2.JobSet{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, UID: types.UID("uid-js-" + name),
+		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(tj, trainer.GroupVersion.WithKind(trainer.TrainJobKind))}}}
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name + "-node-0", UID: types.UID("uid-job-" + name),
+		Labels:          map[string]string{jobsetv1alpha2.JobSetNameKey: name},
+		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(js, jobsetv1alpha2.GroupVersion.WithKind("JobSet"))}}}
+	return []client.Object{tj, js, job}
+}
+
 // gpuPod is pod name of namespace on node, requesting gpus nvidia.com/gpu, of the TrainJob trainJob's JobSet when
-// it is set.
+// it is set: it carries the JobSet's label and its controller is the Job lineage makes.
 func gpuPod(namespace, name, node, trainJob string, gpus string) *corev1.Pod {
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: map[string]string{}}, Spec: corev1.PodSpec{NodeName: node,
 		Containers: []corev1.Container{{Name: "node", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse(gpus)}}}}}}
 	if trainJob != "" {
 		p.Labels[jobsetv1alpha2.JobSetNameKey] = trainJob
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: trainJob + "-node-0",
+			UID: types.UID("uid-job-" + trainJob), Controller: ptr.To(true)}}
 	}
 	p.Status.Phase = corev1.PodRunning
 	return p
 }
 
 // gpuServer is a read-only dashboard of team-a on a cluster of two GPU nodes: on gpu-a TrainJob llama holds 6
-// GPUs with two pods and another team's pod 2; gpu-b is empty but for a DRA claim of TrainJob dra's pod that
-// holds 2 of its 4 DRA GPU devices. The API server's field selectors (which the fake client does not serve
+// GPUs with two pods (3 and 2), a pod that carries llama's JobSet label but is no Job's 1 and another team's
+// pod 2; gpu-b is empty but for a DRA claim of TrainJob dra's pod that holds 2 of its 4 DRA GPU devices. The API server's field selectors (which the fake client does not serve
 // but for exact matches) are applied by hand.
 func gpuServer(t *testing.T) *Server {
 	t.Helper()
@@ -58,9 +75,12 @@ func gpuServer(t *testing.T) *Server {
 	claim.Status.ReservedFor = []resourcev1.ResourceClaimConsumerReference{{Resource: "pods", Name: "dra-node-0-0-x", UID: "uid-dra-pod"}}
 	draPod := gpuPod("team-a", "dra-node-0-0-x", "gpu-b", "dra", "0")
 	draPod.Spec.Containers[0].Resources = corev1.ResourceRequirements{}
+	stray := gpuPod("team-a", "llama-node-0-1-stray", "gpu-a", "llama", "1")
+	stray.OwnerReferences = nil
 	objs := []client.Object{gpuNode("gpu-a"), gpuNode("gpu-b"), slice, claim, torch(), draPod,
-		gpuPod("team-a", "llama-node-0-0-x", "gpu-a", "llama", "4"), gpuPod("team-a", "llama-node-0-1-x", "gpu-a", "llama", "2"),
-		gpuPod("team-b", "busy", "gpu-a", "", "2")}
+		gpuPod("team-a", "llama-node-0-0-x", "gpu-a", "llama", "3"), gpuPod("team-a", "llama-node-0-1-x", "gpu-a", "llama", "2"),
+		gpuPod("team-b", "busy", "gpu-a", "", "2"), stray}
+	objs = append(append(objs, lineage("team-a", "llama")...), lineage("team-a", "dra")...)
 	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(objs...).WithInterceptorFuncs(interceptor.Funcs{
 		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
 			if _, ok := list.(*corev1.PodList); ok {
@@ -76,12 +96,13 @@ func gpuServer(t *testing.T) *Server {
 
 // TestGPUs: the GPUs view shows every node's GPUs as fit counts them — the extended resource's allocatable,
 // used and free, and the DRA devices and those allocated — and who holds them: a TrainJob's pods (summed),
-// another pod, a DRA claim of a TrainJob's pod.
+// another pod (one that only carries a TrainJob's JobSet label too), a DRA claim of a TrainJob's pod.
 func TestGPUs(t *testing.T) {
 	got := getJSON[GPUs](t, gpuServer(t), "/api/gpus")
 	want := []fit.NodeGPUs{
 		{Node: "gpu-a", Product: "NVIDIA-H100-80GB-HBM3", Resource: "nvidia.com/gpu", Allocatable: 8, Used: 8, Free: 0,
-			Holders: []fit.GPUHolder{{Namespace: "team-a", TrainJob: "llama", GPUs: 6}, {Namespace: "team-b", Pod: "busy", GPUs: 2}}},
+			Holders: []fit.GPUHolder{{Namespace: "team-a", Pod: "llama-node-0-1-stray", GPUs: 1}, {Namespace: "team-a", TrainJob: "llama", GPUs: 5},
+				{Namespace: "team-b", Pod: "busy", GPUs: 2}}},
 		{Node: "gpu-b", Product: "NVIDIA-H100-80GB-HBM3", Resource: "nvidia.com/gpu", Allocatable: 8, Free: 8, Devices: 4, DevicesAllocated: 2,
 			Holders: []fit.GPUHolder{{Namespace: "team-a", TrainJob: "dra", Devices: 2}}},
 	}

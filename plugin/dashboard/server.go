@@ -607,7 +607,7 @@ type GPUs struct {
 // gpus answers the GPUs view: fit's read of the cluster (its nodes, the pods on them, the DRA devices and
 // claims), every node's GPUs counted by fit.GPUs.
 func (s *Server) gpus(w http.ResponseWriter, r *http.Request) {
-	cl, err := fit.ReadCluster(r.Context(), s.Client, fit.ReadOptions{Pods: true, Claims: true})
+	cl, err := fit.ReadCluster(r.Context(), s.Client, fit.ReadOptions{Pods: true, Claims: true, TrainJobs: true})
 	if err != nil {
 		writeFitError(w, err)
 		return

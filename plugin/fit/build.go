@@ -1,19 +1,24 @@
 package fit
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -127,14 +132,18 @@ type Cluster struct {
 	Claims  []resourcev1.ResourceClaim
 }
 
-// NodePod is a pod on a node: who it is, whose (the TrainJob its JobSet label names, if any) and what it
+// NodePod is a pod on a node: who it is, whose (its TrainJob, with ReadOptions.TrainJobs) and what it
 // requests.
 type NodePod struct {
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
-	// TrainJob is the name of the JobSet, and so of the TrainJob, whose label the pod carries.
+	// TrainJob is the TrainJob the pod is of: read with ReadOptions.TrainJobs, and only when its controller
+	// chain holds (creditTrainJobs); a pod that only carries a JobSet's label is no TrainJob's.
 	TrainJob string              `json:"trainJob,omitempty"`
 	Requests corev1.ResourceList `json:"requests,omitempty"`
+
+	jobSet string                 // the JobSet name label the pod carries
+	job    *metav1.OwnerReference // the pod's controller
 }
 
 // ReadOptions say what ReadCluster reads.
@@ -153,6 +162,9 @@ type ReadOptions struct {
 	// these classes are read from its ResourceSlices and, with Pods, those allocated to claims (the
 	// ResourceClaims, as with Claims) count as used.
 	DeviceClasses []string
+	// TrainJobs tells, with Pods, each pod's TrainJob (NodePod.TrainJob): that of a pod with a JobSet's label,
+	// judged by its controller chain from the Jobs, JobSets and TrainJobs of every namespace (creditTrainJobs).
+	TrainJobs bool
 }
 
 // podsPageSize bounds one page of the list of pods: a large cluster's pods come in pages, as kubectl reads them.
@@ -209,6 +221,11 @@ func ReadCluster(ctx context.Context, c client.Reader, opts ReadOptions) (*Clust
 		return nil, err
 	}
 	cl.Used, cl.Pods = used, pods
+	if opts.TrainJobs {
+		if err := cl.creditTrainJobs(ctx, c); err != nil {
+			return nil, err
+		}
+	}
 	if len(drivers) > 0 {
 		cl.addAllocated(devices.Slices, drivers, ownPods)
 	}
@@ -264,12 +281,80 @@ func podRequests(ctx context.Context, c client.Reader, own *trainer.TrainJob) (m
 			add(used[p.Spec.NodeName], requests)
 			add(used[p.Spec.NodeName], corev1.ResourceList{corev1.ResourcePods: onePod})
 			onNode[p.Spec.NodeName] = append(onNode[p.Spec.NodeName], NodePod{Namespace: p.Namespace, Name: p.Name,
-				TrainJob: p.Labels[jobsetv1alpha2.JobSetNameKey], Requests: requests})
+				Requests: requests, jobSet: p.Labels[jobsetv1alpha2.JobSetNameKey], job: metav1.GetControllerOf(p)})
 		}
 		if cont = pods.Continue; cont == "" {
 			return used, onNode, ownPods, nil
 		}
 	}
+}
+
+// creditTrainJobs sets the TrainJob of each of cl's pods that carries a JobSet's name label and is that
+// TrainJob's as cmdutil.Lineage judges it: its controller chain, pod → Job → JobSet → TrainJob, holds by UID.
+// It reads the Jobs with the label, the JobSets and the TrainJobs of every namespace (their metadata, in three
+// requests, only when a pod carries the label). A user who may not list one of them gets no pod credited to
+// a TrainJob, and a note that says so.
+func (cl *Cluster) creditTrainJobs(ctx context.Context, c client.Reader) error {
+	labelled := false
+	for _, ps := range cl.Pods {
+		labelled = labelled || slices.ContainsFunc(ps, func(p NodePod) bool { return p.jobSet != "" })
+	}
+	if !labelled {
+		return nil
+	}
+	list := func(kind schema.GroupVersionKind, opts ...client.ListOption) (*metav1.PartialObjectMetadataList, error) {
+		l := &metav1.PartialObjectMetadataList{}
+		l.SetGroupVersionKind(kind)
+		return l, c.List(ctx, l, opts...)
+	}
+	var (
+		jobs, jobSets, trainJobs          *metav1.PartialObjectMetadataList
+		jobsErr, jobSetsErr, trainJobsErr error
+		wg                                sync.WaitGroup
+	)
+	wg.Go(func() {
+		jobs, jobsErr = list(batchv1.SchemeGroupVersion.WithKind("JobList"), client.HasLabels{jobsetv1alpha2.JobSetNameKey})
+	})
+	wg.Go(func() { jobSets, jobSetsErr = list(jobsetv1alpha2.GroupVersion.WithKind("JobSetList")) })
+	wg.Go(func() { trainJobs, trainJobsErr = list(trainer.GroupVersion.WithKind(trainer.TrainJobKind + "List")) })
+	wg.Wait()
+	if err := cmp.Or(jobsErr, jobSetsErr, trainJobsErr); err != nil {
+		if apierrors.IsForbidden(err) || apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+			cl.Notes = append(cl.Notes, "you may not list the Jobs, JobSets and TrainJobs of every namespace, so no pod is shown as a TrainJob's")
+			return nil
+		}
+		return err
+	}
+	// controllers is each object's controller by the object's UID.
+	controllers := func(l *metav1.PartialObjectMetadataList) map[types.UID]*metav1.OwnerReference {
+		m := map[types.UID]*metav1.OwnerReference{}
+		for i := range l.Items {
+			m[l.Items[i].UID] = metav1.GetControllerOfNoCopy(&l.Items[i])
+		}
+		return m
+	}
+	jobOf, trainJobOf := controllers(jobs), controllers(jobSets)
+	trainJobUIDs := map[types.UID]bool{}
+	for _, tj := range trainJobs.Items {
+		trainJobUIDs[tj.UID] = true
+	}
+	for _, ps := range cl.Pods {
+		for i := range ps {
+			p := &ps[i]
+			if p.jobSet == "" || p.job == nil || p.job.Kind != "Job" || p.job.APIVersion != batchv1.SchemeGroupVersion.String() {
+				continue
+			}
+			js := jobOf[p.job.UID]
+			if js == nil || js.Kind != "JobSet" || js.APIVersion != jobsetv1alpha2.GroupVersion.String() || js.Name != p.jobSet {
+				continue
+			}
+			tj := trainJobOf[js.UID]
+			if tj != nil && tj.Kind == trainer.TrainJobKind && tj.APIVersion == trainer.GroupVersion.String() && tj.Name == js.Name && trainJobUIDs[tj.UID] {
+				p.TrainJob = tj.Name
+			}
+		}
+	}
+	return nil
 }
 
 // driverSelector is how a DeviceClass selects its driver's devices: NVIDIA's, and the local cluster's,

@@ -40,7 +40,7 @@ type NodeGPUs struct {
 // resource and DRA devices.
 type GPUHolder struct {
 	Namespace string `json:"namespace"`
-	// TrainJob is the TrainJob its pods' JobSet label names; Pod the pod when there is none.
+	// TrainJob is the TrainJob whose pods these are (NodePod.TrainJob); Pod the pod when there is none.
 	TrainJob string `json:"trainJob,omitempty"`
 	Pod      string `json:"pod,omitempty"`
 	GPUs     int64  `json:"gpus"`

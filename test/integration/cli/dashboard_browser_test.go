@@ -220,7 +220,8 @@ func startBrowser(t *testing.T) context.Context {
 
 // testDashboardGPUsInBrowser opens the GPUs view of the dashboard on TestFit's full cluster c, whose GPU nodes
 // are taken by another team's pods (gpu-node-0, gpu-node-2) and by TrainJob llama of ns (gpu-node-1): each
-// node shows its GPUs used and who holds them, and llama's YAML pasted says it does not fit now, as fit -f
+// node shows its GPUs used and who holds them (the pod on gpu-node-3 with llama's label but not llama's as a
+// bare pod), and llama's YAML pasted says it does not fit now, as fit -f
 // says. Then llama's page charts the loss its rank prints in its log.
 func testDashboardGPUsInBrowser(t *testing.T, c *cluster.Cluster, ns string) {
 	browser := startBrowser(t)
@@ -239,6 +240,8 @@ func testDashboardGPUsInBrowser(t *testing.T, c *cluster.Cluster, ns string) {
 	for name, want := range map[string][]string{
 		cluster.GPUNodeName(0): {"0 of 8 free", "pod team-b/busy-on-" + cluster.GPUNodeName(0), "8 GPUs", "0 of 8 free"},
 		cluster.GPUNodeName(1): {"0 of 8 free", ns + "/llama", "8 GPUs"},
+		// The pod that only carries llama's JobSet label is no TrainJob's: a bare pod.
+		cluster.GPUNodeName(3): {"0 of 8 free", "pod " + ns + "/llama-node-0-1-stray", "8 GPUs"},
 	} {
 		got := inBrowser(t, ctx, browser, name, chromedp.Text(chromedp.CSS(node(name))))
 		for _, w := range want {
