@@ -127,3 +127,62 @@ func (o *CreateOptions) ownClaimTemplate(ctx context.Context, tmpl *resourcev1.R
 		fmt.Fprintf(o.ErrOut, "warning: resourceclaimtemplate %q could not be given to TrainJob %s, so it stays when the TrainJob is deleted: %v\n", tmpl.Name, tj.Name, err)
 	}
 }
+
+// copyClaimTemplate gives the copy tj of o.from (--from, rerun) a ResourceClaimTemplate of its own when o.from's
+// pods claim their GPUs from one that o.from owns (create --gpu-claim's): that template goes with o.from when it
+// is deleted, and the copy's pods, made later, would find none. The copy's template asks for the same devices,
+// is named as --gpu-claim names it (claimTemplateName) and is owned by the copy once created; the copy's runtime
+// patches name it instead. A template o.from does not own (the namespace's, a runtime's) is shared as it is.
+// It returns nil when there is none to copy; create makes one template a TrainJob, so it copies the first.
+func (o *CreateOptions) copyClaimTemplate(ctx context.Context, tj *trainer.TrainJob) (*resourcev1.ResourceClaimTemplate, error) {
+	for _, claim := range patchedClaims(tj) {
+		name := ptr.Deref(claim.ResourceClaimTemplateName, "")
+		if name == "" {
+			continue
+		}
+		var src resourcev1.ResourceClaimTemplate
+		err := o.client.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: name}, &src)
+		if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) || meta.IsNoMatchError(err) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if !metav1.IsControlledBy(&src, o.from) {
+			continue
+		}
+		tmpl := &resourcev1.ResourceClaimTemplate{
+			TypeMeta:   metav1.TypeMeta{APIVersion: resourcev1.SchemeGroupVersion.String(), Kind: "ResourceClaimTemplate"},
+			ObjectMeta: metav1.ObjectMeta{Name: claimTemplateName(tj), Namespace: tj.Namespace, Labels: src.Labels, Annotations: src.Annotations},
+			Spec:       src.Spec,
+		}
+		for _, c := range patchedClaims(tj) {
+			if ptr.Deref(c.ResourceClaimTemplateName, "") == name {
+				c.ResourceClaimTemplateName = ptr.To(tmpl.Name)
+			}
+		}
+		return tmpl, nil
+	}
+	return nil, nil
+}
+
+// patchedClaims are the pod claims of tj's runtime patches, to read or change in place.
+func patchedClaims(tj *trainer.TrainJob) []*corev1.PodResourceClaim {
+	var claims []*corev1.PodResourceClaim
+	for i := range tj.Spec.RuntimePatches {
+		rs := tj.Spec.RuntimePatches[i].TrainingRuntimeSpec
+		if rs == nil || rs.Template == nil || rs.Template.Spec == nil {
+			continue
+		}
+		for j := range rs.Template.Spec.ReplicatedJobs {
+			t := rs.Template.Spec.ReplicatedJobs[j].Template
+			if t == nil || t.Spec == nil || t.Spec.Template == nil || t.Spec.Template.Spec == nil {
+				continue
+			}
+			for k := range t.Spec.Template.Spec.ResourceClaims {
+				claims = append(claims, &t.Spec.Template.Spec.ResourceClaims[k])
+			}
+		}
+	}
+	return claims
+}

@@ -29,6 +29,7 @@ func (o *CreateOptions) copyOf(ctx context.Context) (*trainer.TrainJob, error) {
 	if err != nil {
 		return nil, err
 	}
+	o.from = src
 	tj, err := asWritten(src)
 	if err != nil {
 		return nil, err

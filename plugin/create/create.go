@@ -132,6 +132,8 @@ type CreateOptions struct {
 
 	// From is --from: the TrainJob of the namespace the new one is a copy of.
 	From string
+	// from is the TrainJob From names, once read.
+	from *trainer.TrainJob
 
 	spec spec
 	// rerun marks the options of rerun: the copy is named for the user unless NEW is given, and says what it
@@ -365,6 +367,10 @@ func (o *CreateOptions) send(ctx context.Context) (*trainer.TrainJob, error) {
 	var tmpl *resourcev1.ResourceClaimTemplate
 	if o.spec.gpuClaim != "" {
 		if tmpl, err = o.claimGPUs(ctx, tj, rt, o.spec.gpuClaim, o.spec.claimedGPUs); err != nil {
+			return nil, err
+		}
+	} else if o.from != nil {
+		if tmpl, err = o.copyClaimTemplate(ctx, tj); err != nil {
 			return nil, err
 		}
 	}

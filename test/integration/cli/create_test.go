@@ -123,6 +123,39 @@ func TestCreate(t *testing.T) {
 		}
 		AssertGolden(t, "create/gpu-claim-delete-prompt", n.Normalize(Run(t, "n\n", []plugin.CommandAdder{deleteCmd(true)}, withArgs(kube, "delete", "dra")...).String()))
 	})
+	// A copy of it (create --from, as rerun makes one) claims from a template of its own, a copy of dra-gpu that
+	// the copy owns: dra-gpu goes with dra, and the copy's pods, made after dra is deleted, would find none.
+	t.Run("gpu-claim-from", func(t *testing.T) {
+		AssertGolden(t, "create/gpu-claim-from", n.Normalize(Run(t, "", cmd, withArgs(kube, "create", "dra-again", "--from", "dra", "-o", "name")...).String()))
+		tj := &trainer.TrainJob{}
+		tmpl, orig := &resourcev1.ResourceClaimTemplate{}, &resourcev1.ResourceClaimTemplate{}
+		if err := cl.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "dra-again"}, tj); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "dra-gpu"}, orig); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "dra-again-gpu"}, tmpl); err != nil {
+			t.Fatal(err)
+		}
+		if !metav1.IsControlledBy(tmpl, tj) {
+			t.Errorf("ResourceClaimTemplate dra-again-gpu is not the copy's: owners %v, TrainJob UID %s", tmpl.OwnerReferences, tj.UID)
+		}
+		if diff := cmp.Diff(orig.Spec, tmpl.Spec); diff != "" {
+			t.Errorf("dra-again-gpu asks for other devices than dra-gpu (-dra-gpu +dra-again-gpu):\n%s", diff)
+		}
+		var named []string
+		for _, p := range tj.Spec.RuntimePatches {
+			for _, rj := range p.TrainingRuntimeSpec.Template.Spec.ReplicatedJobs {
+				for _, c := range rj.Template.Spec.Template.Spec.ResourceClaims {
+					named = append(named, ptr.Deref(c.ResourceClaimTemplateName, ""))
+				}
+			}
+		}
+		if diff := cmp.Diff([]string{"dra-again-gpu"}, named); diff != "" {
+			t.Errorf("the copy's pods claim from (-want +got):\n%s", diff)
+		}
+	})
 	t.Run("file", func(t *testing.T) {
 		AssertGolden(t, "create/file", n.Normalize(Run(t, "", cmd, withArgs(kube, "create", "-f", filepath.Join("testdata", "create", "trainjob.yaml"))...).String()))
 		if err := cl.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "from-file"}, &trainer.TrainJob{}); err != nil {
@@ -196,7 +229,7 @@ func TestCreate(t *testing.T) {
 	for _, tj := range list.Items {
 		names = append(names, tj.Name)
 	}
-	if diff := cmp.Diff([]string{"by-alice", "dra", "from-file", "from-stdin", "llama", "llama-2"}, names); diff != "" {
+	if diff := cmp.Diff([]string{"by-alice", "dra", "dra-again", "from-file", "from-stdin", "llama", "llama-2"}, names); diff != "" {
 		t.Errorf("TrainJobs in the namespace (-want +got):\n%s", diff)
 	}
 }
