@@ -326,13 +326,9 @@ func (s *Server) readTrainJob(ctx context.Context, namespace, name string) (*Tra
 	return out, nil
 }
 
-// noLog says why the first failure's log, l, is not shown (why, as status says it): when the API server no
-// longer finds it, that the log is gone with its pod or node, which is what it means to the user.
+// noLog says why the first failure's log, l, is not shown, as status says it.
 func noLog(l *status.FailureLog, why string) string {
-	switch {
-	case l != nil && apierrors.IsNotFound(l.Err):
-		return "This pod's log is gone: its node no longer has it (the pod was deleted, or its node left the cluster); the API server said: " + why
-	case l != nil && l.Err != nil:
+	if l != nil && l.Err != nil {
 		return "This pod's log could not be read: " + why
 	}
 	return "No log: " + why

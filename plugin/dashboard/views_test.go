@@ -348,7 +348,7 @@ func TestFirstFailureLogGone(t *testing.T) {
 	s := clusterServer(t, api, objs...)
 	s.Logs = logServer(t, nil)
 	got := getJSON[TrainJob](t, s, "/api/trainjobs/team-a/llama")
-	const want = "This pod's log is gone: its node no longer has it (the pod was deleted, or its node left the cluster); the API server said: the server could not find the requested resource (get pods llama-node-0-0-x1)"
+	const want = "This pod's log could not be read: its node no longer has it (its pod or container was deleted, or its node left the cluster); the API server said: the server could not find the requested resource (get pods llama-node-0-0-x1)"
 	if got.Summary.FirstFailure == nil || got.FirstFailureNoLog != want {
 		t.Errorf("the first failure card says %q of its log, want %q (first failure %+v)", got.FirstFailureNoLog, want, got.Summary.FirstFailure)
 	}

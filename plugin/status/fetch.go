@@ -148,6 +148,9 @@ func fetchFailure(ctx context.Context, rd Reader, tj *trainer.TrainJob, f *failu
 		data, err := rd.Logs.CoreV1().Pods(tj.Namespace).GetLogs(f.Pod, opts).DoRaw(ctx)
 		if err != nil {
 			l.Unavailable, l.Err = cmdutil.APIMessage(err), err
+			if apierrors.IsNotFound(err) {
+				l.Unavailable = logGone + l.Unavailable
+			}
 			break
 		}
 		if text := strings.TrimSuffix(string(data), "\n"); text != "" {
@@ -156,6 +159,10 @@ func fetchFailure(ctx context.Context, rd Reader, tj *trainer.TrainJob, f *failu
 	}
 	return l
 }
+
+// logGone is why a log is unavailable when the API server no longer finds it, in the words of what it means to
+// the user; the API server's message follows.
+const logGone = "its node no longer has it (its pod or container was deleted, or its node left the cluster); the API server said: "
 
 // maxFailureLogBytes bounds the log status reads: twenty lines of a program that prints no newline could be
 // the whole log.
