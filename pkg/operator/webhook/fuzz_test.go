@@ -15,6 +15,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -71,8 +72,10 @@ func FuzzAdmissionReview(f *testing.F) {
 		if resp.Result != nil && resp.Result.Code == http.StatusInternalServerError {
 			t.Fatalf("internal error: %s\nrequest: %q", resp.Result.Message, body)
 		}
+		// What the handler decoded: the API machinery's keys are
+		// case-sensitive, encoding/json's are not.
 		var sent admissionv1.AdmissionReview
-		if err := json.Unmarshal(body, &sent); err != nil || sent.Request == nil {
+		if err := utiljson.Unmarshal(body, &sent); err != nil || sent.Request == nil {
 			return
 		}
 		if resp.UID != sent.Request.UID && (resp.Result == nil || resp.Result.Code != http.StatusBadRequest) {
@@ -128,7 +131,7 @@ func checkDefaulterPatch(t *testing.T, req *admissionv1.AdmissionRequest, resp *
 			RuntimePatches []any `json:"runtimePatches"`
 		} `json:"spec"`
 	}
-	if json.Unmarshal(req.Object.Raw, &obj) != nil {
+	if utiljson.Unmarshal(req.Object.Raw, &obj) != nil {
 		return
 	}
 	for k, p := range obj.Spec.RuntimePatches {
