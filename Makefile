@@ -109,9 +109,9 @@ fuzz: ## Fuzz every target of FUZZ_TARGETS in turn (Build, the snapshot, the web
 bench: tools ## Performance on the local cluster: throughput against JobSets created directly, writes, operator memory, CLI, Build.
 	go run ./test/bench
 
-# make bench-scale takes about 11 to 15 minutes on 2 cores (docs/performance.md); not part of make test.
+# make bench-scale took about 11 to 15 minutes on 2 cores before its DRA TrainJob (docs/performance.md); not part of make test.
 .PHONY: bench-scale
-bench-scale: tools ## The operator's memory at 0, 1 000 and 10 000 TrainJobs, the CLI among them, and a 1024-node TrainJob.
+bench-scale: tools ## The operator's memory at 0, 1 000 and 10 000 TrainJobs, the CLI among them, and a 1024-node TrainJob, then one claiming its GPUs through DRA.
 	go run ./test/bench -scale
 
 .PHONY: bench-smoke

@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 )
 
@@ -21,15 +22,18 @@ type BigJobResult struct {
 	Nodes int `json:"nodes"`
 	// RunningSeconds is the time from its create until every one of its pods is Running.
 	RunningSeconds float64 `json:"runningSeconds"`
+	// DRARunningSeconds is the same for a TrainJob of as many nodes on the shipped runtime torch-distributed-dra,
+	// whose pods claim their 8 GPUs through DRA, created once the first one is gone (0 when not measured).
+	DRARunningSeconds float64 `json:"draRunningSeconds,omitempty"`
 	// Commands are `kubectl get pods` of its JobSet, and `kubectl trainjob status`, `list` and `logs --rank all`
 	// of it.
 	Commands []CLIResult `json:"commands"`
 }
 
-// waitRunning returns once n pods of the big TrainJob are Running. It lists them and watches from there, and
-// lists again when the API server ends the watch (it ends watchers that fall behind a burst of pod updates).
-func (b *bench) waitRunning(ctx context.Context, n int) error {
-	selector := client.MatchingLabels{"jobset.sigs.k8s.io/jobset-name": bigName}
+// waitRunning returns once n pods of the big TrainJob name are Running. It lists them and watches from there,
+// and lists again when the API server ends the watch (it ends watchers that fall behind a burst of pod updates).
+func (b *bench) waitRunning(ctx context.Context, name string, n int) error {
+	selector := client.MatchingLabels{"jobset.sigs.k8s.io/jobset-name": name}
 	for {
 		var list corev1.PodList
 		if err := b.admin.List(ctx, &list, client.InNamespace(bigNamespace), selector); err != nil {
@@ -60,7 +64,7 @@ func (b *bench) waitRunning(ctx context.Context, n int) error {
 			select {
 			case <-ctx.Done():
 				pods.Stop()
-				return fmt.Errorf("%d of %d pods of TrainJob %s Running: %w", count(), n, bigName, ctx.Err())
+				return fmt.Errorf("%d of %d pods of TrainJob %s Running: %w", count(), n, name, ctx.Err())
 			case ev, ok := <-pods.ResultChan():
 				pod, isPod := ev.Object.(*corev1.Pod)
 				switch {
@@ -82,10 +86,14 @@ func (b *bench) waitRunning(ctx context.Context, n int) error {
 	}
 }
 
-// The TrainJob of the big job, and its namespace.
+// The TrainJob of the big job, its namespace, and the big TrainJob whose GPUs are claimed through DRA: on the
+// shipped runtime draRuntimeName, from the namespace's ResourceClaimTemplate draTemplateName.
 const (
-	bigNamespace = "bench-big"
-	bigName      = "big"
+	bigNamespace    = "bench-big"
+	bigName         = "big"
+	bigDRAName      = "big-dra"
+	draRuntimeName  = "torch-distributed-dra"
+	draTemplateName = "trainer-gpus"
 )
 
 // bigProfile is the cluster of the big job: the full profile with BigNodes GPU nodes, no CPU node, and pods
@@ -95,7 +103,8 @@ func bigProfile(k Knobs) cluster.Options {
 }
 
 // bigJob creates a TrainJob of BigNodes nodes × 8 GPUs, times it until every pod is Running, then times the
-// CLI on it against kubectl, and the dashboard's page of it.
+// CLI on it against kubectl, and the dashboard's page of it; then the same TrainJob claiming its GPUs through
+// DRA.
 func (b *bench) bigJob(ctx context.Context) error {
 	if err := b.runBigJob(ctx); err != nil {
 		return err
@@ -103,10 +112,22 @@ func (b *bench) bigJob(ctx context.Context) error {
 	if err := b.bigJobCLI(ctx); err != nil {
 		return err
 	}
-	return b.dashboardBigJob(ctx)
+	if err := b.dashboardBigJob(ctx); err != nil {
+		return err
+	}
+	return b.runBigDRAJob(ctx)
 }
 
-// runBigJob creates a TrainJob of BigNodes nodes × 8 GPUs and times it until every pod is Running.
+// bigTrainJob is a TrainJob of BigNodes nodes on the runtime named runtime, in the big job's namespace.
+func (b *bench) bigTrainJob(name, runtime string) *trainer.TrainJob {
+	tj := trainJob(bigNamespace, 0, false)
+	tj.Name, tj.Spec.RuntimeRef.Name = name, runtime
+	tj.Spec.Trainer.NumNodes = ptr.To(int32(b.k.BigNodes))
+	return tj
+}
+
+// runBigJob creates a TrainJob of BigNodes nodes × 8 GPUs (nvidia.com/gpu) and times it until every pod is
+// Running.
 func (b *bench) runBigJob(ctx context.Context) error {
 	n := b.k.BigNodes
 	res := &BigJobResult{Nodes: n}
@@ -114,23 +135,55 @@ func (b *bench) runBigJob(ctx context.Context) error {
 	if err := b.createNamespace(ctx, bigNamespace); err != nil {
 		return err
 	}
+	tj := b.bigTrainJob(bigName, runtimeName)
+	tj.Spec.Trainer.ResourcesPerNode = &corev1.ResourceRequirements{Limits: corev1.ResourceList{cluster.GPUResource: resource.MustParse("8")}}
+	b.logf("big job: a TrainJob of %d nodes × 8 GPUs on %d simulated GPU nodes", n, n)
+	var err error
+	res.RunningSeconds, err = b.timeRunning(ctx, tj)
+	return err
+}
+
+// runBigDRAJob deletes the big TrainJob and waits until its pods are gone (they hold every GPU: the nodes'
+// DRA devices are the same GPUs), then creates a TrainJob of BigNodes nodes on the shipped runtime
+// torch-distributed-dra, whose pods claim 8 GPUs each from the namespace's ResourceClaimTemplate, and times it
+// until every pod is Running: the kube-scheduler allocates each pod's claim from its node's ResourceSlice.
+func (b *bench) runBigDRAJob(ctx context.Context) error {
+	n := b.k.BigNodes
+	b.logf("big job through DRA: deleting %s and waiting until its %d pods are gone", bigName, n)
+	big := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Namespace: bigNamespace, Name: bigName}}
+	if err := b.admin.Delete(ctx, big, client.PropagationPolicy(metav1.DeletePropagationForeground)); err != nil {
+		return err
+	}
+	pods := b.meta.Resource(corev1.SchemeGroupVersion.WithResource("pods")).Namespace(bigNamespace)
+	err := poll(ctx, "the pods of TrainJob "+bigName+" gone", time.Second, settleTimeout, func(ctx context.Context) (bool, error) {
+		left, err := pods.List(ctx, metav1.ListOptions{LabelSelector: "jobset.sigs.k8s.io/jobset-name=" + bigName, Limit: 1})
+		return err == nil && len(left.Items) == 0, err
+	})
+	if err != nil {
+		return err
+	}
+	if err := b.admin.Create(ctx, cluster.NewGPUClaimTemplate(bigNamespace, draTemplateName, 8)); err != nil {
+		return err
+	}
+	b.logf("big job through DRA: a TrainJob of %d nodes on %s, 8 GPUs a pod claimed from ResourceClaimTemplate %s", n, draRuntimeName, draTemplateName)
+	b.summary.BigJob.DRARunningSeconds, err = b.timeRunning(ctx, b.bigTrainJob(bigDRAName, draRuntimeName))
+	return err
+}
+
+// timeRunning creates the big TrainJob tj and returns the seconds until every one of its pods is Running.
+func (b *bench) timeRunning(ctx context.Context, tj *trainer.TrainJob) (float64, error) {
 	wctx, cancel := context.WithTimeout(ctx, settleTimeout)
 	defer cancel()
-	tj := trainJob(bigNamespace, 0, false)
-	tj.Name = bigName
-	tj.Spec.Trainer.NumNodes = ptr.To(int32(n))
-	tj.Spec.Trainer.ResourcesPerNode = &corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}}
-	b.logf("big job: a TrainJob of %d nodes × 8 GPUs on %d simulated GPU nodes", n, n)
 	start := time.Now()
 	if err := b.driver.Create(ctx, tj); err != nil {
-		return err
+		return 0, err
 	}
-	if err := b.waitRunning(wctx, n); err != nil {
-		return err
+	if err := b.waitRunning(wctx, tj.Name, b.k.BigNodes); err != nil {
+		return 0, err
 	}
-	res.RunningSeconds = time.Since(start).Seconds()
-	b.logf("  every pod Running %.1fs after the create", res.RunningSeconds)
-	return nil
+	s := time.Since(start).Seconds()
+	b.logf("  every pod Running %.1fs after the create", s)
+	return s, nil
 }
 
 // bigJobCLI times the CLI on the big TrainJob against kubectl.

@@ -12,7 +12,7 @@ import (
 )
 
 func main() {
-	scale := flag.Bool("scale", false, "make bench-scale: the operator's memory at 0, 1 000 and 10 000 TrainJobs, the CLI among them, and a 1024-node TrainJob, instead of make bench")
+	scale := flag.Bool("scale", false, "make bench-scale: the operator's memory at 0, 1 000 and 10 000 TrainJobs, the CLI among them, and a 1024-node TrainJob, then one claiming its GPUs through DRA, instead of make bench")
 	dashboard := flag.Bool("dashboard", false, "with -scale, only its dashboard rows: the list of BENCH_SCALE_TRAINJOBS TrainJobs and a BENCH_BIG_NODES-rank TrainJob's page in Chromium")
 	failover := flag.Bool("failover", false, "only make bench's failover: the leader of two replicas killed a second into a burst of creates")
 	flag.Parse()

@@ -75,7 +75,8 @@ func runDashboard(ctx context.Context, k Knobs, w io.Writer) (*Summary, error) {
 
 // runScale is make bench-scale: the operator's memory at 0, ScaleStep and ScaleTrainJobs TrainJobs, then with
 // the unrelated ConfigMaps and after a restart; the CLI at ScaleTrainJobs TrainJobs.
-// Then, on a full-profile cluster of BigNodes simulated GPU nodes, one TrainJob of BigNodes nodes.
+// Then, on a full-profile cluster of BigNodes simulated GPU nodes, one TrainJob of BigNodes nodes asking for
+// nvidia.com/gpu, and after it one claiming its GPUs through DRA.
 func runScale(ctx context.Context, k Knobs, w io.Writer) (*Summary, error) {
 	s, begin := newSummary(k), time.Now()
 	if err := measure(ctx, k, w, s, "", apiProfile(), 1, func(ctx context.Context, b *bench) error { return b.scale(ctx) }); err != nil {

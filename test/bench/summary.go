@@ -151,6 +151,10 @@ const (
 	memRestarted
 )
 
+// draRunningLimit is the most the big TrainJob claiming its GPUs through DRA may take from its create until
+// every pod is Running, in times the one asking for nvidia.com/gpu takes.
+const draRunningLimit = 2
+
 // failoverSlackSeconds is the "few seconds" after the lease duration within which every TrainJob of the
 // failover's burst must be built (issue 36 item 11).
 const failoverSlackSeconds = 5
@@ -207,6 +211,12 @@ func (s *Summary) evaluate() {
 		pods, status, list := bj.Commands[0], bj.Commands[1], bj.Commands[2]
 		target(fmt.Sprintf("%d-node TrainJob: status time / kubectl get pods time", bj.Nodes), status.Median/pods.Median, 1.5, "×")
 		target(fmt.Sprintf("%d-node TrainJob: list time", bj.Nodes), list.Median, 0.5, "s")
+	}
+	if bj := s.BigJob; bj != nil && bj.DRARunningSeconds > 0 {
+		// DRA adds to each pod its claim's create and the pod's status update (kube-controller-manager's
+		// resourceclaim-controller, at the client rate of the Job controller's pod creates) and the claim's
+		// allocation (kube-scheduler): about the writes of a pod's way to Running again (docs/performance.md).
+		target(fmt.Sprintf("%d-node TrainJob: create → every pod Running, DRA / nvidia.com/gpu", bj.Nodes), bj.DRARunningSeconds/bj.RunningSeconds, draRunningLimit, "×")
 	}
 	for _, d := range s.Dashboard {
 		if d.TrainJobs > 0 {
@@ -281,6 +291,9 @@ func (s *Summary) Print(w io.Writer) {
 	if bj := s.BigJob; bj != nil {
 		tab := printers.NewTable(w, "", f("One TrainJob of %d nodes × 8 GPUs on %d simulated GPU nodes", bj.Nodes, bj.Nodes), "median", "min", "max", "API requests")
 		tab.Row("create → every pod Running", f("%.1fs", bj.RunningSeconds))
+		if bj.DRARunningSeconds > 0 {
+			tab.Row(f("create → every pod Running, GPUs claimed through DRA (%s)", draRuntimeName), f("%.1fs", bj.DRARunningSeconds))
+		}
 		for _, c := range bj.Commands {
 			tab.Row(c.Name, f("%.3fs", c.Median), f("%.3fs", minOf(c.Seconds)), f("%.3fs", maxOf(c.Seconds)), f("%d", c.Requests), byCount(c.RequestsBy))
 		}

@@ -38,6 +38,17 @@ func NewDRADeviceClass() *resourcev1.DeviceClass {
 	}
 }
 
+// NewGPUClaimTemplate is the ResourceClaimTemplate name in namespace ns of gpus devices of DRADeviceClass,
+// request gpu: what a pod claims a simulated GPU node's GPUs with (the shipped runtime torch-distributed-dra
+// claims them from one named trainer-gpus).
+func NewGPUClaimTemplate(ns, name string, gpus int64) *resourcev1.ResourceClaimTemplate {
+	tmpl := &resourcev1.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	tmpl.Spec.Spec.Devices.Requests = []resourcev1.DeviceRequest{{Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{
+		DeviceClassName: DRADeviceClass, AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: gpus,
+	}}}
+	return tmpl
+}
+
 // draSlice is the ResourceSlice of the i-th of n GPU nodes: its gpus GPUs, gpu-0.., with the product and
 // memory GPU feature discovery labels the node with, and the node's NVLink clique.
 func draSlice(i, n, gpus int) *resourcev1.ResourceSlice {

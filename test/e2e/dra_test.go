@@ -170,12 +170,7 @@ func checkDRACounted(t *testing.T, ns string, pods []corev1.Pod) {
 // createGPUTemplate creates the ResourceClaimTemplate name in ns: 8 devices of the simulated GPUs' DeviceClass.
 func createGPUTemplate(t *testing.T, ns, name string) {
 	t.Helper()
-	tmpl := &resourcev1.ResourceClaimTemplate{}
-	tmpl.Name, tmpl.Namespace = name, ns
-	tmpl.Spec.Spec.Devices.Requests = []resourcev1.DeviceRequest{{Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{
-		DeviceClassName: cluster.DRADeviceClass, AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: 8,
-	}}}
-	if err := suite.client.Create(t.Context(), tmpl); err != nil {
+	if err := suite.client.Create(t.Context(), cluster.NewGPUClaimTemplate(ns, name, 8)); err != nil {
 		t.Fatal(err)
 	}
 }
