@@ -16,57 +16,38 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/golden"
-	"github.com/kubectl-trainjob/kubectl-trainjob/test/images"
-	"github.com/kubectl-trainjob/kubectl-trainjob/test/stack"
 )
 
 // tensorBoardPort is where the trainers serve their page (TRAINER_HTTP_PORT), TensorBoard's port.
 const tensorBoardPort = "6006"
 
-// TestPortForward forwards a local port to rank 1 of a TrainJob that trains on the real node, through the API
+// portForward forwards a local port to rank 1 of a TrainJob that trains on the real node, through the API
 // server and the kubelet's streaming server, and follows the rank when its pod is deleted: the same local
 // port then reaches the pod that took its place. What port-forward prints is compared with a golden file
 // (testdata/port-forward.golden). KWOK's pods have no streaming server: this is where forwarding is tested.
-func TestPortForward(t *testing.T) {
-	root, dir, binary := prepare(t)
-	archive, err := images.Program(t.Context(), root, "./test/images/torchtrainer", trainerImage, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// No simulated CPU node: the trainers, which tolerate the real node's taint and select it, land there.
-	c := cluster.StartForTest(t, cluster.Options{Profile: cluster.ProfileFull, GPUNodes: 1, CPUNodes: -1, RealNode: true, RealNodeImages: []string{archive}})
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := c.WriteKubeconfig(kubeconfig); err != nil {
-		t.Fatal(err)
-	}
-	// The operator as a process: only the trainers need to be real pods.
-	s, err := stack.Up(t.Context(), c, stack.Options{Binary: binary, Dir: dir, Logf: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := s.Down(); err != nil {
-			t.Error(err)
-		}
-	})
-	r := &realNodeSuite{c: c, cl: s.Client, binary: binary, kubeconfig: kubeconfig}
+func (r *realNodeSuite) portForward(t *testing.T) {
 	ns := r.namespace(t)
-	// Long enough to outlast the test; the namespace goes with the cluster.
+	// Long enough to outlast the subtest, which deletes it.
 	tj := torchTrainJob(ns, "llama", 2, stepsEnv(10000),
 		corev1.EnvVar{Name: "TRAINER_STEP_PACE", Value: "500ms"}, corev1.EnvVar{Name: "TRAINER_HTTP_PORT", Value: tensorBoardPort})
 	if err := r.cl.Create(t.Context(), tj); err != nil {
 		t.Fatal(err)
 	}
+	// Its ranks train on the real node, which the next subtests share: they go with the subtest.
+	t.Cleanup(func() { r.deleteAndWaitPodsGone(t, tj) })
 
 	port := cluster.FreePortFor(t)
 	var stdout, stderr cluster.SyncBuffer
-	cmd := exec.Command(binary, "port-forward", tj.Name, "-n", ns, fmt.Sprintf("%d:%s", port, tensorBoardPort), "--rank", "1", "--address", "127.0.0.1",
+	cmd := exec.Command(r.binary, "port-forward", tj.Name, "-n", ns, fmt.Sprintf("%d:%s", port, tensorBoardPort), "--rank", "1", "--address", "127.0.0.1",
 		"--pod-running-timeout", waitTimeout.String())
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "NO_COLOR=1")
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+r.kubeconfig, "NO_COLOR=1")
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -190,5 +171,28 @@ func exitedEarly(exited chan error) error {
 		return err
 	default:
 		return nil
+	}
+}
+
+// deleteAndWaitPodsGone deletes tj and waits until no pod of its namespace is left. It runs in a cleanup, after
+// the test's context has ended.
+func (r *realNodeSuite) deleteAndWaitPodsGone(t *testing.T, tj *trainer.TrainJob) {
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if err := r.cl.Delete(ctx, tj, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+		t.Errorf("delete TrainJob %s: %v", tj.Name, err)
+		return
+	}
+	var left []string
+	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		var pods corev1.PodList
+		if err := r.cl.List(ctx, &pods, client.InNamespace(tj.Namespace)); err != nil {
+			return false, nil
+		}
+		left = podNames(pods.Items)
+		return len(left) == 0, nil
+	})
+	if err != nil {
+		t.Errorf("the pods of TrainJob %s after it was deleted: %v; left: %v", tj.Name, err, left)
 	}
 }

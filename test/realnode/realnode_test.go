@@ -105,6 +105,7 @@ func TestRealNode(t *testing.T) {
 	r.run(t, "the operator's namespace enforces the restricted Pod Security Standard", r.restrictedNamespace)
 	r.run(t, "a TrainJob on a shipped runtime that does not ask for the real node is not scheduled there", r.notOnRealNode)
 	r.run(t, "a 3-node torch TrainJob trains for real to Complete and reports its progress", r.torchTrainJob)
+	r.run(t, "port-forward reaches rank 1 of a TrainJob on the real node and follows it to the pod that takes its place", r.portForward)
 	r.run(t, "an OptimizationJob's seeded random search of the sgd trainer's learning rate finds the trial of the lowest loss", r.randomSearch)
 	r.run(t, "an MPI TrainJob on the deepspeed runtime reaches every host of its hostfile and trains to Complete", r.mpiTrainJob)
 	r.run(t, "a rank killed mid-run is replaced and the TrainJob still completes", r.killedRank)
