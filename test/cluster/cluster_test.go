@@ -87,6 +87,9 @@ func TestAPIProfile(t *testing.T) {
 			t.Errorf("list %s: %v", crd.Name, err)
 		}
 	}
+
+	// Last, on the same cluster rather than one of its own (a start costs 10-30 s of make test's time).
+	t.Run("restarts", func(t *testing.T) { testRestarts(t, c, cl) })
 }
 
 // crdNames are the names of the CRDs in dirs (default: the package's defaults), sorted.
@@ -121,11 +124,9 @@ func crdNames(t *testing.T, dirs []string) []string {
 	return names
 }
 
-// TestRestarts: kube-apiserver and etcd stop and start again; what was stored is still there, and the
+// testRestarts: kube-apiserver and etcd stop and start again; what was stored is still there, and the
 // administrator's client works on without a new kubeconfig.
-func TestRestarts(t *testing.T) {
-	c := cluster.StartForTest(t, cluster.Options{Profile: cluster.ProfileAPI})
-	cl := newClient(t, c)
+func testRestarts(t *testing.T, c *cluster.Cluster, cl client.Client) {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "restarts-"}}
 	if err := cl.Create(t.Context(), ns); err != nil {
 		t.Fatal(err)
