@@ -114,6 +114,38 @@ func TestGPUNodeTopology(t *testing.T) {
 	}
 }
 
+// TestGPUNodeResourceSlice: each simulated GPU node publishes its GPUs through DRA as NVIDIA's driver does, one
+// ResourceSlice of 8 devices under the driver's name, each with the node's product name, memory and NVLink
+// clique (the product and memory those of the node's GFD labels: 81559 and 81920 MiB).
+func TestGPUNodeResourceSlice(t *testing.T) {
+	type device struct{ Name, Product, Clique, Memory string }
+	for i, want := range []struct{ node, product, memory string }{
+		{"gpu-node-0", "NVIDIA-H100-80GB-HBM3", "81559Mi"},
+		{"gpu-node-3", "NVIDIA-A100-SXM4-80GB", "80Gi"},
+	} {
+		n := []int{0, 3}[i]
+		s := draSlice(n, 4, 8)
+		if s.Spec.Driver != DRADriver || s.Spec.Pool.Name != want.node || s.Spec.NodeName == nil || *s.Spec.NodeName != want.node {
+			t.Errorf("slice %s: driver %s, pool %s, node %v; want %s and %s", s.Name, s.Spec.Driver, s.Spec.Pool.Name, s.Spec.NodeName, DRADriver, want.node)
+		}
+		var got []device
+		for _, d := range s.Spec.Devices {
+			mem := d.Capacity["memory"].Value
+			got = append(got, device{d.Name, *d.Attributes["productName"].StringValue, *d.Attributes[DRACliqueAttribute].StringValue, mem.String()})
+		}
+		var wantDevices []device
+		for g := range 8 {
+			wantDevices = append(wantDevices, device{"gpu-" + strconv.Itoa(g), want.product, DRACliqueOf(n), want.memory})
+		}
+		if diff := cmp.Diff(wantDevices, got); diff != "" {
+			t.Errorf("devices of %s (-want +got):\n%s", want.node, diff)
+		}
+		if label := fakeNodes(Options{Profile: ProfileFull, GPUNodes: 4, CPUNodes: -1, GPUsPerNode: 8})[n].Labels[GPUProductLabel]; label != want.product {
+			t.Errorf("%s: GFD product label %q, its devices' productName %q", want.node, label, want.product)
+		}
+	}
+}
+
 func TestGPUNodeMatchesDocumentedShape(t *testing.T) {
 	n := fakeNode("gpu-node-0", 8)
 	if got := n.Labels[GPUPresentLabel]; got != "true" {

@@ -182,6 +182,31 @@ spec:
       trainingRuntimeSpec: {template: {spec: {replicatedJobs: [{name: node, template: {spec: {template: {spec: {containers: [{name: node, env: [{name: A, value: b}]}]}}}}}]}}}`,
 			want: admission{403, deniedTrainJob +
 				`spec.runtimePatches[0].trainingRuntimeSpec.template.spec.replicatedJobs[0].template.spec.template.spec.containers[0].env: Forbidden: must not have envs for the dataset-initializer, model-initializer, node containers`}},
+		// KEP-2782: a pod spec patch claims devices through DRA, each claim from a ResourceClaim or a template.
+		{name: "runtimePatch of the trainer's resourceClaims", doc: `
+metadata: {name: patch-claims}
+spec:
+  runtimeRef: {name: torch, kind: TrainingRuntime}
+  runtimePatches:
+    - manager: test.io/manager
+      trainingRuntimeSpec: {template: {spec: {replicatedJobs: [{name: node, template: {spec: {template: {spec: {resourceClaims: [{name: gpu, resourceClaimTemplateName: gpu-8}]}}}}}]}}}`,
+			want: allowed},
+		{name: "runtimePatch claim from a claim and a template", doc: `
+metadata: {name: patch-claim-both}
+spec:
+  runtimeRef: {name: torch, kind: TrainingRuntime}
+  runtimePatches:
+    - manager: test.io/manager
+      trainingRuntimeSpec: {template: {spec: {replicatedJobs: [{name: node, template: {spec: {template: {spec: {resourceClaims: [{name: gpu, resourceClaimName: gpu, resourceClaimTemplateName: gpu-8}]}}}}}]}}}`,
+			want: invalidTrainJob("patch-claim-both", `spec.runtimePatches[0].trainingRuntimeSpec.template.spec.replicatedJobs[0].template.spec.template.spec.resourceClaims: Invalid value: each claim must set only one of resourceClaimName or resourceClaimTemplateName`)},
+		{name: "runtimePatch claim from nothing", doc: `
+metadata: {name: patch-claim-none}
+spec:
+  runtimeRef: {name: torch, kind: TrainingRuntime}
+  runtimePatches:
+    - manager: test.io/manager
+      trainingRuntimeSpec: {template: {spec: {replicatedJobs: [{name: node, template: {spec: {template: {spec: {resourceClaims: [{name: gpu}]}}}}}]}}}`,
+			want: invalidTrainJob("patch-claim-none", `spec.runtimePatches[0].trainingRuntimeSpec.template.spec.replicatedJobs[0].template.spec.template.spec.resourceClaims: Invalid value: each claim must set either resourceClaimName or resourceClaimTemplateName`)},
 		{name: "storageUri without scheme", doc: `
 metadata: {name: uri-invalid}
 spec: {runtimeRef: {name: ` + withInitializer.Name + `}, initializer: {dataset: {storageUri: "invalid"}}}`,
