@@ -33,6 +33,9 @@ var knownResources = []knownResource{
 	{corev1.SchemeGroupVersion.WithKind("ConfigMap"), "configmaps", true},
 	{corev1.SchemeGroupVersion.WithKind("Node"), "nodes", false},
 	{corev1.SchemeGroupVersion.WithKind("Namespace"), "namespaces", false},
+	// Kueue's Workload, watched as metadata (plugin/kueue reads it over REST), in the versions read there.
+	{schema.GroupVersionKind{Group: "kueue.x-k8s.io", Version: "v1beta2", Kind: "Workload"}, "workloads", true},
+	{schema.GroupVersionKind{Group: "kueue.x-k8s.io", Version: "v1beta1", Kind: "Workload"}, "workloads", true},
 }
 
 // newRESTMapper maps the kinds the commands use to their resources without asking the API server: they are

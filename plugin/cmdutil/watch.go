@@ -20,7 +20,9 @@ import (
 // watched; a watch that ends is resumed from the last version seen, and one whose version is too old for the
 // API server is listed again, so no change is lost and no command has to give up.
 type Watch struct {
-	// Object is the kind to watch, e.g. &corev1.Pod{}.
+	// Object is the kind to watch, e.g. &corev1.Pod{}; a kind the client's scheme does not know (Kueue's
+	// Workload) is watched as metadata: a *metav1.PartialObjectMetadata with its kind set, which changes, as its
+	// resource version, with every change of the object.
 	Object client.Object
 	// Namespace is the namespace to watch; "" is all namespaces.
 	Namespace string
@@ -50,6 +52,11 @@ func (w Watch) Start(ctx context.Context, c client.WithWatch, handle func(Event)
 		return nil, err
 	}
 	newList := func() (client.ObjectList, error) {
+		if _, ok := w.Object.(*metav1.PartialObjectMetadata); ok {
+			list := &metav1.PartialObjectMetadataList{}
+			list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+			return list, nil
+		}
 		obj, err := c.Scheme().New(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 		if err != nil {
 			return nil, err

@@ -59,6 +59,9 @@ type DashboardOptions struct {
 	// Pipeline sizes the TrainJobs (GPUs) as the binary's operator builds them, as list does.
 	Pipeline cmdutil.Pipeline
 	Clock    clock.PassiveClock
+	// Resync is how often the page is pushed again while nothing changes (Resync); tests make it long, so that
+	// only the watches can bring a change in time.
+	Resync time.Duration
 	// OpenURL opens the page in the user's browser (--open); tests replace it.
 	OpenURL func(url string) error
 }
@@ -67,7 +70,7 @@ var _ cmdutil.Command = (*DashboardOptions)(nil)
 
 // NewDashboardOptions returns options writing to streams.
 func NewDashboardOptions(streams cmdutil.Streams) *DashboardOptions {
-	return &DashboardOptions{Streams: streams, Address: "127.0.0.1", Clock: clock.RealClock{}, OpenURL: openBrowser}
+	return &DashboardOptions{Streams: streams, Address: "127.0.0.1", Clock: clock.RealClock{}, Resync: Resync, OpenURL: openBrowser}
 }
 
 // NewCmdDashboard is `kubectl trainjob dashboard` with the in-tree pipeline plugins.
@@ -162,7 +165,7 @@ func (o *DashboardOptions) Run(ctx context.Context) error {
 		return fmt.Errorf("listen on %s port %d: %w", o.Address, o.Port, err)
 	}
 	s := &Server{Token: rand.Text(), AllowWrites: o.AllowWrites, Namespace: o.Namespace, Client: o.Client,
-		Kueue: o.Kueue, Logs: o.Logs, Rows: list.NewRows(o.Client, fw).InQueues(o.Kueue, o.Namespace), Pipeline: &o.Pipeline, Clock: o.Clock}
+		Kueue: o.Kueue, Logs: o.Logs, Rows: list.NewRows(o.Client, fw).InQueues(o.Kueue, o.Namespace), Pipeline: &o.Pipeline, Clock: o.Clock, Resync: o.Resync}
 	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
 	u := pageURL(l.Addr().(*net.TCPAddr), s.Token)
 	what := "namespace " + o.Namespace

@@ -69,8 +69,8 @@ const readOnlyMessage = "the dashboard is read-only: start it with --allow-write
 // batch gathers a burst of changes (a watch's first list, a pod's several updates) into one push.
 const batch = 200 * time.Millisecond
 
-// resync pushes again now and then, so that ages and durations move while nothing changes.
-const resync = 30 * time.Second
+// Resync is how often the page is pushed again while nothing changes, so that ages and durations move.
+const Resync = 30 * time.Second
 
 // Server is the dashboard's HTTP handler: the guard, the page and its JSON API, read with the user's own
 // client, so that the user's RBAC decides what it shows.
@@ -91,6 +91,8 @@ type Server struct {
 	// Pipeline builds TrainJobs as the binary's operator does, for describe-pipeline's table.
 	Pipeline *cmdutil.Pipeline
 	Clock    clock.PassiveClock
+	// Resync is how often the page is pushed again while nothing changes (Resync); 0 is never.
+	Resync time.Duration
 }
 
 // Handler is the guarded dashboard.
@@ -749,10 +751,14 @@ func (s *Server) deleteListing(w http.ResponseWriter, r *http.Request) {
 }
 
 // watchTrainJobs pushes the list (event "trainjobs") at once and after every change to the TrainJobs shown,
-// as server-sent events, until the page goes; a read that fails is pushed as event "error".
+// and to their Kueue Workloads where Kueue is installed (a Queued TrainJob's admission and reason change only
+// there), as server-sent events, until the page goes; a read that fails is pushed as event "error".
 func (s *Server) watchTrainJobs(w http.ResponseWriter, r *http.Request) {
-	s.push(w, r, "trainjobs", []cmdutil.Watch{{Object: &trainer.TrainJob{}, Namespace: s.Namespace}},
-		func(ctx context.Context) (any, error) { return s.readTrainJobs(ctx) })
+	watches := []cmdutil.Watch{{Object: &trainer.TrainJob{}, Namespace: s.Namespace}}
+	if s.Kueue != nil {
+		watches = append(watches, s.Kueue.Watches(r.Context(), s.Namespace)...)
+	}
+	s.push(w, r, "trainjobs", watches, func(ctx context.Context) (any, error) { return s.readTrainJobs(ctx) })
 }
 
 // watchTrainJob pushes the page of one TrainJob (event "trainjob") at once and after every change that
@@ -773,7 +779,7 @@ func (s *Server) push(w http.ResponseWriter, r *http.Request, event string, watc
 	}
 	ctx := r.Context()
 	// Watch first, then read: no change can fall between the two.
-	changes, err := cmdutil.Changes(ctx, s.Client, resync, watches...)
+	changes, err := cmdutil.Changes(ctx, s.Client, s.Resync, watches...)
 	if err != nil {
 		writeError(w, err)
 		return

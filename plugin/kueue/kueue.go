@@ -29,6 +29,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -323,6 +324,19 @@ func (c *Client) WorkloadOf(ctx context.Context, tj *trainer.TrainJob) (*Workloa
 		return nil, err
 	}
 	return Of(tj, wls), nil
+}
+
+// Watches are how a command follows the Workloads of namespace ("": of every namespace) with the CLI's one
+// watcher (cmdutil.Changes): as metadata, which changes with every change of a Workload (its admission, its
+// conditions); none when Kueue's API is not served or cannot be discovered. A user who may not list
+// Workloads is not watched: cmdutil's watcher stops at Forbidden, after one signal.
+func (c *Client) Watches(ctx context.Context, namespace string) []cmdutil.Watch {
+	if ok, err := c.Served(ctx); !ok || err != nil {
+		return nil
+	}
+	wl := &metav1.PartialObjectMetadata{}
+	wl.SetGroupVersionKind(schema.GroupVersionKind{Group: Group, Version: c.version, Kind: "Workload"})
+	return []cmdutil.Watch{{Object: wl, Namespace: namespace}}
 }
 
 // LocalQueue reads a LocalQueue. Call it once Served said yes.

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"regexp"
@@ -97,4 +99,49 @@ func (d *Dashboard) Stop() error {
 	_ = d.cmd.Process.Kill()
 	<-d.done
 	return fmt.Errorf("kubectl trainjob dashboard did not exit within 5 s of SIGINT and was killed (log: %s)", d.LogPath)
+}
+
+// Event is one server-sent event of the dashboard: its name ("trainjobs", "trainjob", "error") and its data,
+// JSON.
+type Event struct {
+	Name, Data string
+}
+
+// Events GETs url with hc (which holds the dashboard's cookie) and sends the server-sent events it answers,
+// one by one, until ctx ends or the stream does.
+func Events(ctx context.Context, hc *http.Client, url string) (<-chan Event, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return nil, fmt.Errorf("GET %s: %d %s: %s", url, resp.StatusCode, resp.Header.Get("Content-Type"), body)
+	}
+	events := make(chan Event, 16)
+	go func() {
+		defer resp.Body.Close()
+		lines := bufio.NewScanner(resp.Body)
+		lines.Buffer(nil, 16<<20)
+		var name string
+		for lines.Scan() {
+			line := lines.Text()
+			switch {
+			case strings.HasPrefix(line, "event: "):
+				name = strings.TrimPrefix(line, "event: ")
+			case strings.HasPrefix(line, "data: "):
+				select {
+				case events <- Event{Name: name, Data: strings.TrimPrefix(line, "data: ")}:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	return events, nil
 }

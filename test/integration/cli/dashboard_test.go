@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"io"
@@ -20,6 +19,7 @@ import (
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/dashboard"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
+	"github.com/kubectl-trainjob/kubectl-trainjob/test/stack"
 )
 
 // dashboardPage is a running `kubectl trainjob dashboard` and a browser's client of it: it has opened the
@@ -98,38 +98,14 @@ func withBody(body string) func(*http.Request) {
 }
 
 // sse is the stream of server-sent events of path: each event's name and data.
-func (p *dashboardPage) sse(t *testing.T, path string) <-chan [2]string {
+func (p *dashboardPage) sse(t *testing.T, path string) <-chan stack.Event {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	t.Cleanup(cancel)
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.base.String()+path, nil)
-	resp, err := p.client.Do(req)
+	events, err := stack.Events(ctx, p.client, p.base.String()+path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
-		t.Fatalf("GET %s: %d %s: %s", path, resp.StatusCode, resp.Header.Get("Content-Type"), readBody(t, resp))
-	}
-	events := make(chan [2]string, 16)
-	go func() {
-		defer func() { _ = resp.Body.Close() }()
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(nil, 16<<20)
-		var name string
-		for sc.Scan() {
-			line := sc.Text()
-			switch {
-			case strings.HasPrefix(line, "event: "):
-				name = strings.TrimPrefix(line, "event: ")
-			case strings.HasPrefix(line, "data: "):
-				select {
-				case events <- [2]string{name, strings.TrimPrefix(line, "data: ")}:
-				case <-ctx.Done():
-					return
-				}
-			}
-		}
-	}()
 	return events
 }
 
@@ -183,16 +159,16 @@ func testDashboard(t *testing.T, c *cluster.Cluster) {
 		seen := func(want string) {
 			t.Helper()
 			deadline := time.After(time.Minute)
-			var last [2]string
+			var last stack.Event
 			for {
 				select {
 				case e := <-events:
 					last = e
-					if e[0] == "trainjobs" && stageIn(t, e[1], "llama") == want {
+					if e.Name == "trainjobs" && stageIn(t, e.Data, "llama") == want {
 						return
 					}
 				case <-deadline:
-					t.Fatalf("no event with llama %s; last: %s %s", want, last[0], last[1])
+					t.Fatalf("no event with llama %s; last: %s %s", want, last.Name, last.Data)
 				}
 			}
 		}
