@@ -222,14 +222,28 @@ func testDashboard(t *testing.T, c *cluster.Cluster) {
 		code, body := rw.do(t, http.MethodPost, other+"rerun", withBody(`{"set":["nodes=2","runtime=trainingruntime/team-torch"]}`))
 		var rerun dashboard.Action
 		if err := json.Unmarshal([]byte(body), &rerun); code != http.StatusOK || err != nil || rerun.Name != "other-rerun-1" ||
-			ptr.Deref(f.get("other-rerun-1").Spec.Trainer.NumNodes, 0) != 2 {
-			t.Fatalf("POST rerun --set nodes=2 --set runtime=trainingruntime/team-torch: %d %s; want other-rerun-1 on 2 nodes", code, body)
+			!strings.Contains(rerun.Message, "other-rerun-1 created") {
+			t.Fatalf("POST rerun --set nodes=2 --set runtime=trainingruntime/team-torch: %d %s; want other-rerun-1 created", code, body)
 		}
+		if copied := f.get("other-rerun-1"); ptr.Deref(copied.Spec.Trainer.NumNodes, 0) != 2 || copied.Annotations["trainer.kubeflow.org/rerun-of"] != "other" ||
+			copied.Labels["team"] != "nlp" {
+			t.Errorf("the rerun: %+v; want a rerun of other on 2 nodes with its labels", copied.ObjectMeta)
+		}
+		if code, body := rw.do(t, http.MethodPost, other+"rerun", withBody(`{"set":["gpus=8"]}`)); code != http.StatusUnprocessableEntity ||
+			!strings.Contains(body, `invalid --set \"gpus=8\": gpus is not a flag create takes`) {
+			t.Errorf("POST rerun --set gpus=8: %d %s; want 422 with rerun's message", code, body)
+		}
+		ownedObjects(f, f.get("other"))
 		code, body = rw.do(t, http.MethodGet, other+"delete", nil)
 		var listed dashboard.DeleteListing
 		if err := json.Unmarshal([]byte(body), &listed); code != http.StatusOK || err != nil || listed.UID != f.get("other").UID ||
-			!strings.Contains(listed.Listing, "trainjob/other (Training): ") {
-			t.Fatalf("GET other's delete listing: %d %s; want other with its stage and what it owns, as delete lists it", code, body)
+			!strings.Contains(listed.Listing, `These TrainJobs in namespace "`+f.ns+`" will be deleted with what they own (--cascade=background):`) ||
+			!strings.Contains(listed.Listing, "trainjob/other (Training): ") || !strings.Contains(listed.Listing, "configmap/other-runtime-snapshot") ||
+			strings.Contains(listed.Listing, "other-notes") {
+			t.Fatalf("GET other's delete listing: %d %s; want other with its stage and what it owns (not other-notes), as delete lists it", code, body)
+		}
+		if code, body := rw.do(t, http.MethodPost, other+"delete", nil); code != http.StatusBadRequest || !f.exists("other") {
+			t.Errorf("POST delete without the uid listed: %d %s; want 400 and other kept", code, body)
 		}
 		// A TrainJob deleted and created again under the name since it was listed is not the one confirmed.
 		code, body = rw.do(t, http.MethodPost, other+"delete?uid=not-the-listed-one", nil)
@@ -237,7 +251,7 @@ func testDashboard(t *testing.T, c *cluster.Cluster) {
 			t.Errorf("POST delete of another uid than other's: %d %s; want it refused and other kept", code, body)
 		}
 		code, body = rw.do(t, http.MethodPost, other+"delete?uid="+string(listed.UID), nil)
-		if code != http.StatusOK || !strings.Contains(body, `\"other\" deleted`) || f.exists("other") {
+		if code != http.StatusOK || !strings.Contains(body, `trainjobs.trainer.kubeflow.org \"other\" deleted`) || f.exists("other") {
 			t.Errorf("POST delete of the listed other: %d %s; want other deleted", code, body)
 		}
 	})
