@@ -92,7 +92,7 @@ var commands = map[string]runBy{
 	"kubectl-trainjob operator --config config.yaml":                            {tests: []string{"test/demo.TestNoWait", "test/bench.TestSmoke"}},
 	"kubectl trainjob completion bash":                                          {tests: []string{"test/e2e.TestREADMECommands", "test/integration/cli.TestCompletion"}, verbatim: true},
 	"kubectl trainjob rerun llama --set nodes=8":                                {tests: []string{"test/integration/cli.TestRerun/set"}},
-	"kubectl trainjob port-forward llama 16006:6006 --rank 1":                   {tests: []string{"test/realnode.TestPortForward"}},
+	"kubectl trainjob port-forward llama 16006:6006 --rank 1":                   {tests: []string{"test/realnode.TestRealNode/port-forward reaches rank 1 of a TrainJob on the real node and follows it to the pod that takes its place"}},
 	"kubectl trainjob dashboard":                                                {tests: []string{"test/integration/cli.TestLifecycle/dashboard"}},
 
 	// README: Hyperparameter search; docs/commands.md: optimize.

@@ -15,7 +15,7 @@ import (
 // TestPortForward: what port-forward says, and its exit code, when there is no pod to forward to — a
 // TrainJob that does not exist, a rank it does not have, a pod that does not come, a TrainJob that ended. The
 // api profile's pods have no kubelet to forward to: forwarding, and following a replaced pod, are tested on
-// the real node (test/realnode, TestPortForward).
+// the real node (test/realnode, TestRealNode).
 func TestPortForward(t *testing.T) {
 	c, f := newFixture(t)
 	kube := kubeArgs(c, f.ns)
