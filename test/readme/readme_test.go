@@ -81,6 +81,7 @@ var commands = map[string]runBy{
 		tests: []string{"test/e2e.TestREADMECommands", "test/integration/cli.TestFit/create-dry-run-server"}, verbatim: true},
 	"kubectl trainjob list":              {tests: []string{"test/e2e.TestREADMECommands", "test/integration/cli.TestList"}, verbatim: true},
 	"kubectl trainjob status big":        {tests: []string{"test/integration/cli.TestStatus/Unschedulable"}},
+	"kubectl trainjob status placed":     {tests: []string{"test/e2e/kueue.TestTopology/when a rack frees it runs inside it"}},
 	"kubectl trainjob status oom":        {tests: []string{"test/integration/cli.TestStatusFailures/OOMKilled"}},
 	"kubectl trainjob logs oom --failed": {tests: []string{"test/integration/cli.TestStatusFailures/OOMKilled"}},
 	"kubectl trainjob describe-pipeline -f trainjob.yaml --runtime-file runtime.yaml": {
@@ -170,6 +171,7 @@ var outputs = map[string]string{
 	"kubectl trainjob list --optimizations":                                   "test/integration/cli/testdata/optimize/list.golden",
 	"kubectl trainjob delete optimizationjob/sweep optimizationjob/from-file": "test/integration/cli/testdata/optimize/delete-answer-no.golden",
 	"kubectl trainjob list":                                                   "test/integration/cli/testdata/list/table.golden",
+	"kubectl trainjob status placed":                                          "test/e2e/kueue/testdata/topology-placed-status.golden",
 	"kubectl trainjob create llama --runtime torch-distributed --nodes 4 --gpus-per-node 8 --queue team-a -- torchrun train.py --lr 3e-4": "test/integration/cli/testdata/create/flags.golden",
 	"kubectl trainjob create bad --runtime no-such-runtime":                                                                               "test/integration/cli/testdata/create/unknown-runtime.golden",
 	"kubectl trainjob fit -f trainjob.yaml":                                                                                               "test/integration/cli/testdata/fit/two-of-four-now.golden",
