@@ -97,6 +97,11 @@ func (c *Cluster) startKueue(ctx context.Context, configDir string) (*process, s
 	// The visibility API is off: it is an aggregated API server, which the API server reaches only through a
 	// Service, and no Service routes to loopback here. MultiKueue is on, as by default since Kueue v0.9; only a
 	// management cluster's ClusterQueue (StartMultiKueue) has its admission check, so only there does it dispatch.
+	// TASReplaceNodeOnNodeTaints is off: in v0.17.0 it judges a node's taints by the Workload's pod templates alone,
+	// not the ResourceFlavor's tolerations (kubernetes-sigs/kueue#11152), so between a TAS admission and the bind
+	// it takes every GPU node (tainted nvidia.com/gpu, tolerated through the flavor) for failed, fails the pods
+	// pinned to it and evicts the Workload: "no replacement for unhealthy node(s)". Kueue's own fix is later than
+	// the one version served here.
 	config := fmt.Appendf(nil, `apiVersion: config.kueue.x-k8s.io/v1beta2
 kind: Configuration
 namespace: %s
@@ -106,7 +111,7 @@ webhook: {host: 127.0.0.1, port: %d, certDir: %q}
 metrics: {bindAddress: "0"}
 health: {healthProbeBindAddress: "127.0.0.1:%d"}
 clientConnection: {qps: 200, burst: 400}
-featureGates: {VisibilityOnDemand: false, MultiKueue: true}
+featureGates: {VisibilityOnDemand: false, MultiKueue: true, TASReplaceNodeOnNodeTaints: false}
 integrations:
   frameworks: ["trainer.kubeflow.org/trainjob", "jobset.x-k8s.io/jobset"]
 `, kueueNamespace, c.kueueWebhooks.LocalServingPort, c.kueueWebhooks.LocalServingCertDir, healthPort)
