@@ -3,25 +3,31 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 )
 
 // TestMakeDevClusterKueue runs what docs/kueue.md shows a user: `make dev-cluster KUEUE=1` (here with the
-// operator, OPERATOR=1, and without the real node, which test/realnode covers), the export line it prints, and a
-// TrainJob created with `--queue gpu`, which Kueue admits and the operator runs to Complete. Ctrl-C then stops
-// everything and removes the kubeconfig.
+// operator, OPERATOR=1, and without the real node, which test/realnode covers), the export line it prints, the
+// objects for topology-aware placement docs/gpus.md says it sets up (checkTopology), and a TrainJob created with
+// `--queue gpu`, which Kueue admits and the operator runs to Complete. Ctrl-C then stops everything and removes
+// the kubeconfig.
 func TestMakeDevClusterKueue(t *testing.T) {
 	root, err := cluster.RepoRoot()
 	if err != nil {
@@ -100,9 +106,12 @@ func TestMakeDevClusterKueue(t *testing.T) {
 	if trainjob == "" {
 		trainjob = filepath.Join(root, "bin", "kubectl-trainjob")
 	}
+	kubectl := filepath.Join(toolsBin, "kubectl")
+	checkTopology(t, run, kubectl)
+
 	run(trainjob, "create", "my-job", "--runtime", "torch-distributed", "--queue", "gpu", "--nodes", "2", "--gpus-per-node", "8")
 	run(trainjob, "wait", "my-job", "--for=Complete", "--timeout=3m")
-	if out := run(filepath.Join(toolsBin, "kubectl"), "get", "workloads.kueue.x-k8s.io", "-n", "default", "-o",
+	if out := run(kubectl, "get", "workloads.kueue.x-k8s.io", "-n", "default", "-o",
 		`jsonpath={range .items[*]}{.metadata.ownerReferences[0].name} {.status.admission.clusterQueue}{"\n"}{end}`); strings.TrimSpace(out) != "my-job gpu-cq" {
 		t.Errorf("Kueue's Workloads (owner, ClusterQueue that admitted it) = %q, want \"my-job gpu-cq\"", out)
 	}
@@ -123,5 +132,89 @@ func TestMakeDevClusterKueue(t *testing.T) {
 	}
 	if s := stderr.String(); strings.Contains(s, "dev-cluster:") {
 		t.Errorf("dev-cluster reported an error on its way out:\n%s", s)
+	}
+}
+
+// checkTopology checks what docs/gpus.md says `make dev-cluster KUEUE=1` sets up for topology-aware placement:
+// the GPU nodes' place (two nodes a rack, two racks a block, the host by its name), the Topology gpu-topology of
+// those labels (block, rack, host: the host lowest), the ResourceFlavor gpu-node-tas that names it and selects
+// the GPU nodes, the ClusterQueue gpu-tas-cq over it with every GPU of the cluster (4 nodes × 8), Active, and the
+// LocalQueue default/gpu-tas that feeds it.
+func checkTopology(t *testing.T, run func(string, ...string) string, kubectl string) {
+	t.Helper()
+	nodes := run(kubectl, "get", "nodes", "-l", "nvidia.com/gpu.present=true", "-o", `jsonpath={range .items[*]}{.metadata.name} `+
+		`{.metadata.labels.cloud\.provider\.com/topology-block} {.metadata.labels.cloud\.provider\.com/topology-rack} `+
+		`{.metadata.labels.kubernetes\.io/hostname}{"\n"}{end}`)
+	if want := "gpu-node-0 block-0 rack-0 gpu-node-0\ngpu-node-1 block-0 rack-0 gpu-node-1\n" +
+		"gpu-node-2 block-0 rack-1 gpu-node-2\ngpu-node-3 block-0 rack-1 gpu-node-3\n"; nodes != want {
+		t.Errorf("GPU nodes (name, block, rack, hostname):\n%s\nwant:\n%s", nodes, want)
+	}
+
+	var list struct {
+		Items []struct {
+			Kind     string
+			Metadata struct{ Name string }
+			Spec     struct {
+				Levels         []struct{ NodeLabel string }
+				TopologyName   string
+				NodeLabels     map[string]string
+				Tolerations    []corev1.Toleration
+				ResourceGroups []struct {
+					Flavors []struct {
+						Name      string
+						Resources []struct{ Name, NominalQuota string }
+					}
+				}
+				ClusterQueue string
+			}
+			Status struct{ Conditions []metav1.Condition }
+		}
+	}
+	out := run(kubectl, "get", "-n", "default", "-o", "json", "topologies.kueue.x-k8s.io/gpu-topology",
+		"resourceflavors.kueue.x-k8s.io/gpu-node-tas", "clusterqueues.kueue.x-k8s.io/gpu-tas-cq", "localqueues.kueue.x-k8s.io/gpu-tas")
+	if err := json.Unmarshal([]byte(out), &list); err != nil {
+		t.Fatalf("kubectl get -o json: %v\n%s", err, out)
+	}
+	var got []string
+	for _, o := range list.Items {
+		line := o.Kind + " " + o.Metadata.Name + ":"
+		for _, l := range o.Spec.Levels {
+			line += " level " + l.NodeLabel
+		}
+		if o.Spec.TopologyName != "" {
+			line += " topology " + o.Spec.TopologyName
+		}
+		for k, v := range o.Spec.NodeLabels {
+			line += " node label " + k + "=" + v
+		}
+		for _, tol := range o.Spec.Tolerations {
+			line += fmt.Sprintf(" tolerates %s=%s:%s", tol.Key, tol.Value, tol.Effect)
+		}
+		for _, g := range o.Spec.ResourceGroups {
+			for _, f := range g.Flavors {
+				line += " flavor " + f.Name
+				for _, r := range f.Resources {
+					if r.Name == "nvidia.com/gpu" {
+						line += " nvidia.com/gpu " + r.NominalQuota
+					}
+				}
+			}
+		}
+		if o.Spec.ClusterQueue != "" {
+			line += " ClusterQueue " + o.Spec.ClusterQueue
+		}
+		if c := meta.FindStatusCondition(o.Status.Conditions, "Active"); c != nil {
+			line += " Active " + string(c.Status)
+		}
+		got = append(got, line)
+	}
+	want := []string{
+		"Topology gpu-topology: level cloud.provider.com/topology-block level cloud.provider.com/topology-rack level kubernetes.io/hostname",
+		"ResourceFlavor gpu-node-tas: topology gpu-topology node label nvidia.com/gpu.present=true tolerates nvidia.com/gpu=present:NoSchedule",
+		"ClusterQueue gpu-tas-cq: flavor gpu-node-tas nvidia.com/gpu 32 Active True",
+		"LocalQueue gpu-tas: ClusterQueue gpu-tas-cq Active True",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("Kueue's topology objects:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
