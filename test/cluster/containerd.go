@@ -146,9 +146,11 @@ func (d *Containerd) Import(ctx context.Context, archive string) error {
 // criNamespace is the containerd namespace of the CRI plugin's images and containers.
 const criNamespace = "k8s.io"
 
-// Stop kills every container, stops containerd and unmounts whatever it left mounted in its folder.
+// Stop kills every container, stops containerd and unmounts whatever it left mounted in its folder. Killing
+// the containers has a minute: on a loaded machine each force-killed task's shim takes seconds to exit, and the
+// processes' stopTimeout was spent by a few of them.
 func (d *Containerd) Stop() error {
-	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), containersStopTimeout)
 	defer cancel()
 	var errs []error
 	if d.proc.exited() == nil {
@@ -158,8 +160,11 @@ func (d *Containerd) Stop() error {
 	return errors.Join(errs...)
 }
 
-// removeContainers kills and deletes every task and container of every namespace; a container's shim exits
-// with it.
+// containersStopTimeout bounds the removal of every container at Stop.
+const containersStopTimeout = time.Minute
+
+// removeContainers kills and deletes every task and container of every namespace, one ctr for each kind of a
+// namespace (ctr goes on past an id it fails on); a container's shim exits with it.
 func (d *Containerd) removeContainers(ctx context.Context) error {
 	out, err := d.Ctr(ctx, "namespaces", "list", "--quiet")
 	if err != nil {
@@ -167,38 +172,40 @@ func (d *Containerd) removeContainers(ctx context.Context) error {
 	}
 	var errs []error
 	for _, ns := range strings.Fields(string(out)) {
-		tasks, err := d.Ctr(ctx, "--namespace", ns, "tasks", "list", "--quiet")
-		if err != nil {
-			errs = append(errs, err)
-		}
-		for _, id := range strings.Fields(string(tasks)) {
-			if _, err := d.Ctr(ctx, "--namespace", ns, "tasks", "delete", "--force", id); err != nil && !gone(err) && d.listed(ctx, ns, "tasks", id) {
+		for _, kind := range []string{"tasks", "containers"} {
+			list, err := d.Ctr(ctx, "--namespace", ns, kind, "list", "--quiet")
+			if err != nil {
 				errs = append(errs, err)
+				continue
 			}
-		}
-		containers, err := d.Ctr(ctx, "--namespace", ns, "containers", "list", "--quiet")
-		if err != nil {
-			errs = append(errs, err)
-		}
-		for _, id := range strings.Fields(string(containers)) {
-			if _, err := d.Ctr(ctx, "--namespace", ns, "containers", "delete", id); err != nil && !gone(err) && d.listed(ctx, ns, "containers", id) {
-				errs = append(errs, err)
+			ids := strings.Fields(string(list))
+			if len(ids) == 0 {
+				continue
+			}
+			args := []string{"--namespace", ns, kind, "delete"}
+			if kind == "tasks" {
+				args = append(args, "--force")
+			}
+			if _, err := d.Ctr(ctx, append(args, ids...)...); err != nil {
+				if left := d.left(ctx, ns, kind, ids); len(left) > 0 {
+					errs = append(errs, fmt.Errorf("%w (still there: %s)", err, strings.Join(left, " ")))
+				}
 			}
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// gone tells whether ctr failed because the task or container was already gone: the kubelet may delete it
-// between the list and the delete.
-func gone(err error) bool { return strings.Contains(err.Error(), "not found") }
-
-// listed tells whether ctr still lists the task or container id of ns (kind "tasks" or "containers"), or
-// cannot tell: a delete that failed otherwise ("ttrpc: closed" when the task's shim exits with it under the
-// delete) failed only if it is still there.
-func (d *Containerd) listed(ctx context.Context, ns, kind, id string) bool {
+// left are those of ids that ctr still lists among the tasks or containers (kind) of ns, or all of them when it
+// cannot tell: a delete that failed ("not found" when the kubelet deleted it first, "ttrpc: closed" when the
+// task's shim exits under the delete) failed only for what is still there.
+func (d *Containerd) left(ctx context.Context, ns, kind string, ids []string) []string {
 	out, err := d.Ctr(ctx, "--namespace", ns, kind, "list", "--quiet")
-	return err != nil || slices.Contains(strings.Fields(string(out)), id)
+	if err != nil {
+		return ids
+	}
+	listed := strings.Fields(string(out))
+	return slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return !slices.Contains(listed, id) })
 }
 
 // inNetns returns the command line that runs name with args in the network namespace netns (a path), or
