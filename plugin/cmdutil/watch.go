@@ -32,6 +32,20 @@ type Watch struct {
 	// and reports only what changed since. When the API server no longer has that version, everything is
 	// listed again and reported as added. "" reports every object as added first.
 	From string
+	// Transform, when set, changes each object before the watch keeps it and reports it: a watch that holds
+	// many objects strips what it does not use (StripManagedFields).
+	Transform cache.TransformFunc
+	// Synced, when set, is called once every object of the first list has been reported.
+	Synced func()
+}
+
+// StripManagedFields is a Watch's Transform that drops the objects' managedFields, often the larger part of
+// an object that a command never shows.
+func StripManagedFields(obj any) (any, error) {
+	if o, ok := obj.(metav1.Object); ok {
+		o.SetManagedFields(nil)
+	}
+	return obj, nil
 }
 
 // Event is an object that was added, changed or deleted; or, last, why the watch stopped before its context
@@ -115,13 +129,29 @@ func (w Watch) Start(ctx context.Context, c client.WithWatch, handle func(Event)
 		cancel()
 		return nil, err
 	}
-	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if w.Transform != nil {
+		if err := inf.SetTransform(w.Transform); err != nil {
+			cancel()
+			return nil, err
+		}
+	}
+	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { deliver(handle, obj, false) },
 		UpdateFunc: func(_, obj any) { deliver(handle, obj, false) },
 		DeleteFunc: func(obj any) { deliver(handle, obj, true) },
-	}); err != nil {
+	})
+	if err != nil {
 		cancel()
 		return nil, err
+	}
+	if w.Synced != nil {
+		go func() {
+			select {
+			case <-reg.HasSyncedChecker().Done():
+				w.Synced()
+			case <-ctx.Done():
+			}
+		}()
 	}
 	done := make(chan struct{})
 	go func() {

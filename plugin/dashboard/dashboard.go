@@ -166,6 +166,9 @@ func (o *DashboardOptions) Run(ctx context.Context) error {
 	}
 	s := &Server{Token: rand.Text(), AllowWrites: o.AllowWrites, Namespace: o.Namespace, Client: o.Client,
 		Kueue: o.Kueue, Logs: o.Logs, Rows: list.NewRows(o.Client, fw).InQueues(o.Kueue, o.Namespace), Pipeline: &o.Pipeline, Clock: o.Clock, Resync: o.Resync}
+	if err := s.Start(ctx); err != nil {
+		return err
+	}
 	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
 	u := pageURL(l.Addr().(*net.TCPAddr), s.Token)
 	what := "namespace " + o.Namespace

@@ -93,6 +93,9 @@ type Server struct {
 	Clock    clock.PassiveClock
 	// Resync is how often the page is pushed again while nothing changes (Resync); 0 is never.
 	Resync time.Duration
+
+	// cache is the watch of the TrainJobs every page reads (Start); nil lists them at every read.
+	cache *trainJobCache
 }
 
 // Handler is the guarded dashboard.
@@ -234,12 +237,18 @@ type TrainJobs struct {
 	Items     []list.Row `json:"items"`
 }
 
+// readTrainJobs is the list's rows, of the TrainJobs of the dashboard's watch (Start); listed from the API
+// server when it has none, or none to tell (the user may not watch them: the list says why).
 func (s *Server) readTrainJobs(ctx context.Context) (*TrainJobs, error) {
-	var l trainer.TrainJobList
-	if err := s.Client.List(ctx, &l, client.InNamespace(s.Namespace)); err != nil {
-		return nil, err
+	items, ok := s.cache.list(ctx)
+	if !ok {
+		var l trainer.TrainJobList
+		if err := s.Client.List(ctx, &l, client.InNamespace(s.Namespace)); err != nil {
+			return nil, err
+		}
+		items = l.Items
 	}
-	rows, err := s.Rows.Of(ctx, l.Items, s.Clock.Now())
+	rows, err := s.Rows.Of(ctx, items, s.Clock.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -754,7 +763,10 @@ func (s *Server) deleteListing(w http.ResponseWriter, r *http.Request) {
 // and to their Kueue Workloads where Kueue is installed (a Queued TrainJob's admission and reason change only
 // there), as server-sent events, until the page goes; a read that fails is pushed as event "error".
 func (s *Server) watchTrainJobs(w http.ResponseWriter, r *http.Request) {
-	watches := []cmdutil.Watch{{Object: &trainer.TrainJob{}, Namespace: s.Namespace}}
+	var watches []cmdutil.Watch
+	if s.cache == nil {
+		watches = append(watches, cmdutil.Watch{Object: &trainer.TrainJob{}, Namespace: s.Namespace})
+	}
 	if s.Kueue != nil {
 		watches = append(watches, s.Kueue.Watches(r.Context(), s.Namespace)...)
 	}
@@ -783,6 +795,9 @@ func (s *Server) push(w http.ResponseWriter, r *http.Request, event string, watc
 	if err != nil {
 		writeError(w, err)
 		return
+	}
+	if event == "trainjobs" && s.cache != nil {
+		changes = s.cache.changes(ctx, changes)
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.WriteHeader(http.StatusOK)

@@ -17,6 +17,7 @@ import (
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/dashboard"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/stack"
@@ -34,7 +35,13 @@ type dashboardPage struct {
 // startDashboard runs `kubectl trainjob dashboard ARGS…` until the test ends and opens the URL it prints.
 func startDashboard(t *testing.T, args ...string) *dashboardPage {
 	t.Helper()
-	s := Start(t, "", []plugin.CommandAdder{dashboard.NewCmdDashboard}, append([]string{"dashboard", "--port", "0"}, args...)...)
+	return startDashboardWith(t, cmdutil.NewFactory(), args...)
+}
+
+// startDashboardWith is startDashboard with the factory f.
+func startDashboardWith(t *testing.T, f cmdutil.Factory, args ...string) *dashboardPage {
+	t.Helper()
+	s := StartWith(t, f, "", []plugin.CommandAdder{dashboard.NewCmdDashboard}, append([]string{"dashboard", "--port", "0"}, args...)...)
 	s.WaitForOutput(t, "Press Ctrl-C")
 	printed := regexp.MustCompile(`http://\S+`).FindString(s.out.String())
 	u, err := url.Parse(printed)
@@ -177,6 +184,44 @@ func testDashboard(t *testing.T, c *cluster.Cluster) {
 		tj.Status.JobsStatus = []trainer.JobStatus{jobStatus("node", 0, 0, 1, 0)}
 		f.updateStatus(tj)
 		seen("Complete")
+	})
+
+	// Every page of the list reads the dashboard's one watch of the TrainJobs: two pages and a change cost one
+	// watch and no list of the TrainJobs (at 10 000 TrainJobs a list is seconds of the API server's).
+	t.Run("one-watch", func(t *testing.T) {
+		requests := &requestLog{}
+		shared := startDashboardWith(t, requests.factory(), kube...)
+		pages := []<-chan stack.Event{shared.sse(t, "/api/watch"), shared.sse(t, "/api/watch")}
+		pushed := func(what string, want func(stack.Event) bool) {
+			t.Helper()
+			for i, events := range pages {
+				deadline := time.After(time.Minute)
+				for done := false; !done; {
+					select {
+					case e := <-events:
+						done = e.Name == "trainjobs" && want(e)
+					case <-deadline:
+						t.Fatalf("page %d: no list with %s", i, what)
+					}
+				}
+			}
+		}
+		pushed("llama", func(e stack.Event) bool { return stageIn(t, e.Data, "llama") != "" })
+		f.create(&trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Name: "late", Namespace: f.ns}, Spec: trainer.TrainJobSpec{RuntimeRef: tj.Spec.RuntimeRef}})
+		pushed("late", func(e stack.Event) bool { return stageIn(t, e.Data, "late") != "" })
+		var watches, lists []string
+		for _, r := range requests.take() {
+			if path, _, _ := strings.Cut(r, "?"); strings.HasSuffix(path, "/trainjobs") {
+				if strings.Contains(r, "watch=true") {
+					watches = append(watches, r)
+				} else {
+					lists = append(lists, r)
+				}
+			}
+		}
+		if len(watches) != 1 || len(lists) > 1 {
+			t.Errorf("two pages of the list and a new TrainJob: watches of the TrainJobs %q, lists %q; want one watch, at most its first list", watches, lists)
+		}
 	})
 
 	t.Run("refused", func(t *testing.T) {
