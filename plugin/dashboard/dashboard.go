@@ -170,7 +170,7 @@ func (o *DashboardOptions) Run(ctx context.Context) error {
 		return err
 	}
 	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
-	u := pageURL(l.Addr().(*net.TCPAddr), s.Token)
+	u := pageURL(l.Addr().(*net.TCPAddr), o.Address, s.Token)
 	what := "namespace " + o.Namespace
 	if o.Namespace == "" {
 		what = "every namespace"
@@ -204,13 +204,14 @@ func (o *DashboardOptions) Run(ctx context.Context) error {
 	return nil
 }
 
-// pageURL is the URL of the page on addr with the token; a server listening on every address is reached on
-// loopback.
-func pageURL(addr *net.TCPAddr, token string) string {
+// pageURL is the URL of the page on addr, listened on as address (--address) asked, with the token; a server
+// listening on every address is reached on loopback: IPv4's, unless address is IPv6's (::). Not addr's family:
+// Go listens on 0.0.0.0 with a dual-stack socket, which says [::], and a host without IPv6 has no ::1.
+func pageURL(addr *net.TCPAddr, address, token string) string {
 	host := addr.IP
 	if host.IsUnspecified() {
 		host = net.IPv4(127, 0, 0, 1)
-		if addr.IP.To4() == nil {
+		if ip := net.ParseIP(address); ip != nil && ip.To4() == nil {
 			host = net.IPv6loopback
 		}
 	}

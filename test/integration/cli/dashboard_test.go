@@ -3,15 +3,20 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -41,7 +46,14 @@ func startDashboard(t *testing.T, args ...string) *dashboardPage {
 // startDashboardWith is startDashboard with the factory f.
 func startDashboardWith(t *testing.T, f cmdutil.Factory, args ...string) *dashboardPage {
 	t.Helper()
-	s := StartWith(t, f, "", []plugin.CommandAdder{dashboard.NewCmdDashboard}, append([]string{"dashboard", "--port", "0"}, args...)...)
+	p, _ := startDashboardCmd(t, f, dashboard.NewCmdDashboard, args...)
+	return p
+}
+
+// startDashboardCmd is startDashboardWith of the dashboard command cmd makes; it returns the command running too.
+func startDashboardCmd(t *testing.T, f cmdutil.Factory, cmd plugin.CommandAdder, args ...string) (*dashboardPage, *Started) {
+	t.Helper()
+	s := StartWith(t, f, "", []plugin.CommandAdder{cmd}, append([]string{"dashboard", "--port", "0"}, args...)...)
 	s.WaitForOutput(t, "Press Ctrl-C")
 	printed := regexp.MustCompile(`http://\S+`).FindString(s.out.String())
 	u, err := url.Parse(printed)
@@ -58,7 +70,34 @@ func startDashboardWith(t *testing.T, f cmdutil.Factory, args ...string) *dashbo
 	if resp.StatusCode != http.StatusOK || resp.Request.URL.RawQuery != "" || !strings.Contains(page, `<script src="/assets/app.js"`) {
 		t.Fatalf("GET %s: status %d at %s, want the page without the token in its URL:\n%s", printed, resp.StatusCode, resp.Request.URL, page)
 	}
-	return p
+	return p, s
+}
+
+// dashboardOpening is `dashboard` whose browser opener (--open) sends the URL it is asked to open to opened.
+func dashboardOpening(opened chan<- string) plugin.CommandAdder {
+	return func(f cmdutil.Factory, s cmdutil.Streams) *cobra.Command {
+		o := dashboard.NewDashboardOptions(s)
+		o.OpenURL = func(u string) error {
+			opened <- u
+			return nil
+		}
+		return dashboard.NewCmdDashboardWithOptions(f, o)
+	}
+}
+
+// nonLoopbackIP is an address of this machine that is not loopback, nil when it has none.
+func nonLoopbackIP(t *testing.T) net.IP {
+	t.Helper()
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() && !n.IP.IsLinkLocalUnicast() {
+			return n.IP
+		}
+	}
+	return nil
 }
 
 func readBody(t *testing.T, resp *http.Response) string {
@@ -221,6 +260,142 @@ func testDashboard(t *testing.T, c *cluster.Cluster) {
 		}
 		if len(watches) != 1 || len(lists) > 1 {
 			t.Errorf("two pages of the list and a new TrainJob: watches of the TrainJobs %q, lists %q; want one watch, at most its first list", watches, lists)
+		}
+	})
+
+	// Changes that come together are pushed once: several TrainJobs changed at once never show half changed.
+	t.Run("updates-batched", func(t *testing.T) {
+		const n = 8
+		tjs := make([]*trainer.TrainJob, n)
+		for i := range tjs {
+			tjs[i] = runningTrainJob(f, fmt.Sprintf("batch-%d", i))
+		}
+		events := page.sse(t, "/api/watch")
+		// progress is the progress of each batch-N in a pushed list, -1 where it reports none.
+		progress := func(data string) []int32 {
+			t.Helper()
+			var l dashboard.TrainJobs
+			if err := json.Unmarshal([]byte(data), &l); err != nil {
+				t.Fatalf("%v: %s", err, data)
+			}
+			got := make([]int32, n)
+			for i := range got {
+				got[i] = -1
+				for _, r := range l.Items {
+					if r.Name == tjs[i].Name {
+						got[i] = ptr.Deref(r.Percentage, -1)
+					}
+				}
+			}
+			return got
+		}
+		// each waits for a push in which every batch-N reports pct, and returns the pushes before it in which
+		// some did and some did not.
+		each := func(pct int32) (halfway [][]int32) {
+			t.Helper()
+			deadline := time.After(time.Minute)
+			for {
+				select {
+				case e := <-events:
+					if e.Name != "trainjobs" {
+						continue
+					}
+					got := progress(e.Data)
+					changed := len(slices.DeleteFunc(slices.Clone(got), func(p int32) bool { return p != pct }))
+					switch changed {
+					case n:
+						return halfway
+					case 0:
+					default:
+						halfway = append(halfway, got)
+					}
+				case <-deadline:
+					t.Fatalf("no push with every batch-N at %d%%", pct)
+				}
+			}
+		}
+		each(-1)
+		// The writes must all land within the server's batch (200 ms) for it to gather them: a round whose writes
+		// took longer, under load, proves nothing and is done again.
+		for round := int32(1); round <= 3; round++ {
+			begin := time.Now()
+			var g errgroup.Group
+			for _, tj := range tjs {
+				tj.Status.TrainerStatus = &trainer.TrainerStatus{ProgressPercentage: ptr.To(round * 10), LastUpdatedTime: metav1.Now()}
+				g.Go(func() error { return f.c.Status().Update(t.Context(), tj) })
+			}
+			if err := g.Wait(); err != nil {
+				t.Fatal(err)
+			}
+			took := time.Since(begin)
+			halfway := each(round * 10)
+			if took > 100*time.Millisecond {
+				t.Logf("round %d: the %d writes took %v, too long to tell", round, n, took)
+				continue
+			}
+			if len(halfway) > 0 {
+				t.Errorf("%d TrainJobs changed at once (within %v) were pushed in several lists, some changed and some not: %v", n, took, halfway)
+			}
+			return
+		}
+		t.Skip("under this load no round of writes landed within the server's batch")
+	})
+
+	t.Run("open", func(t *testing.T) {
+		opened := make(chan string, 1)
+		shown, _ := startDashboardCmd(t, cmdutil.NewFactory(), dashboardOpening(opened), withArgs(kube, "--open")...)
+		// The command opens the browser before it serves: the page was served, so it has.
+		select {
+		case u := <-opened:
+			if u != shown.printed {
+				t.Errorf("--open opened %s, want the URL printed, %s", u, shown.printed)
+			}
+		default:
+			t.Errorf("--open opened no browser")
+		}
+		startDashboardCmd(t, cmdutil.NewFactory(), dashboardOpening(opened), kube...)
+		select {
+		case u := <-opened:
+			t.Errorf("without --open the command opened %s", u)
+		default:
+		}
+	})
+
+	t.Run("address", func(t *testing.T) {
+		ip := nonLoopbackIP(t)
+		reach := func(p *dashboardPage) error {
+			t.Helper()
+			if ip == nil {
+				return nil
+			}
+			conn, err := net.DialTimeout("tcp", net.JoinHostPort(ip.String(), p.base.Port()), 10*time.Second)
+			if err == nil {
+				_ = conn.Close()
+			}
+			return err
+		}
+		// By default only loopback: the machine's other address does not answer.
+		loopback, s := startDashboardCmd(t, cmdutil.NewFactory(), dashboard.NewCmdDashboard, kube...)
+		if loopback.base.Hostname() != "127.0.0.1" || strings.Contains(s.errOut.String(), "warning") {
+			t.Errorf("by default the dashboard serves %s and warns %q, want 127.0.0.1 and no warning", loopback.base, s.errOut.String())
+		}
+		if err := reach(loopback); err == nil {
+			t.Errorf("by default the dashboard answers on %s too, want loopback only", ip)
+		}
+		// --address 0.0.0.0: every address, with a warning; the URL printed is loopback's.
+		every, s := startDashboardCmd(t, cmdutil.NewFactory(), dashboard.NewCmdDashboard, withArgs(kube, "--address", "0.0.0.0")...)
+		if every.base.Hostname() != "127.0.0.1" || !strings.Contains(s.errOut.String(), "warning: listening on 0.0.0.0, not on loopback") {
+			t.Errorf("--address 0.0.0.0 prints %s and warns %q, want a loopback URL and the warning", every.base, s.errOut.String())
+		}
+		if err := reach(every); err != nil {
+			t.Errorf("--address 0.0.0.0 does not answer on %s: %v", ip, err)
+		}
+		if ip == nil {
+			t.Log("this machine has no address but loopback: where the dashboard listens is not checked")
+		}
+		res := Run(t, "", []plugin.CommandAdder{dashboard.NewCmdDashboard}, withArgs(kube, "dashboard", "--address", "example.com")...)
+		if res.Code == 0 || !strings.Contains(res.Stderr, `invalid --address "example.com"`) {
+			t.Errorf("--address example.com: %s, want it refused", res)
 		}
 	})
 
