@@ -46,17 +46,6 @@ func testDashboardInBrowser(t *testing.T, c *cluster.Cluster) {
 		t.Helper()
 		inBrowser(t, ctx, browser, what, chromedp.Steps(steps...))
 	}
-	screenshots := func(view string) {
-		t.Helper()
-		for _, size := range []struct{ w, h int64 }{{1440, 900}, {390, 844}} {
-			do("the viewport "+view, chromedp.EmulateViewport(size.w, size.h), chromedp.WaitVisible(chromedp.CSS("main")))
-			png := inBrowser(t, ctx, browser, "a screenshot of "+view, chromedp.CaptureScreenshot())
-			name := filepath.Join(t.ArtifactDir(), fmt.Sprintf("%s-%dx%d.png", view, size.w, size.h))
-			if err := os.WriteFile(name, png, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
 	row := func(name, stage string) chromedp.CSS {
 		return chromedp.CSS(`#trainjobs tr[data-name="` + name + `"] .stage[data-stage="` + stage + `"]`)
 	}
@@ -66,7 +55,7 @@ func testDashboardInBrowser(t *testing.T, c *cluster.Cluster) {
 		chromedp.WaitVisible(chromedp.CSS(`#live.live-ok`)))
 	// A mark on the document: a reload would lose it.
 	inBrowser(t, ctx, browser, "the mark", chromedp.Evaluate[string](`document.body.dataset.mark = "not reloaded"`))
-	screenshots("list")
+	screenshots(t, browser, "list", "")
 
 	tj.Status.Conditions = []metav1.Condition{condition(trainer.TrainJobComplete, "AllJobsCompleted", "jobset completed successfully", metav1.ConditionTrue, metav1.Now())}
 	tj.Status.JobsStatus = []trainer.JobStatus{jobStatus("node", 0, 0, 1, 0)}
@@ -75,6 +64,38 @@ func testDashboardInBrowser(t *testing.T, c *cluster.Cluster) {
 	if mark := inBrowser(t, ctx, browser, "the mark", chromedp.Evaluate[string](`document.body.dataset.mark || ""`)); mark != "not reloaded" {
 		t.Errorf("the page was reloaded to show llama Complete (mark %q)", mark)
 	}
+
+	// The list's text filter (name, runtime, reason, queue), its stage filter and its sorting by a column, as
+	// the user sees the rows.
+	shows := func(what string, want ...string) {
+		t.Helper()
+		do(what, chromedp.Poll[chromedp.Void](`[...document.querySelectorAll("#trainjobs tr[data-name]")].map((r) => r.dataset.name).join() === `+
+			strconv.Quote(strings.Join(want, ","))))
+	}
+	set := func(sel, value, event string) {
+		t.Helper()
+		inBrowser(t, ctx, browser, sel+" "+value, chromedp.Evaluate[bool](`(() => { const e = document.querySelector(`+strconv.Quote(sel)+`);
+			e.value = `+strconv.Quote(value)+`; return e.dispatchEvent(new Event(`+strconv.Quote(event)+`)); })()`))
+	}
+	do("filter by name", chromedp.SendKeys(chromedp.CSS(`#filter`), "oo"))
+	shows("the rows that hold oo", "oom")
+	set("#filter", "team-torch", "input")
+	shows("the rows whose runtime is team-torch", "described")
+	set("#filter", "", "input")
+	set("#stage-filter", "Failed", "change")
+	shows("the Failed rows", "oom")
+	set("#stage-filter", "", "change")
+	sortBy := func(title string) {
+		t.Helper()
+		inBrowser(t, ctx, browser, "the column "+title, chromedp.Evaluate[bool](`(() => { const th = [...document.querySelectorAll("#trainjobs th")]
+			.find((h) => h.textContent.trim() === `+strconv.Quote(title)+`); th.click(); return true; })()`))
+	}
+	sortBy("Name")
+	shows("sorted by name", "described", "llama", "oom", "other")
+	sortBy("Name")
+	shows("sorted by name, descending", "other", "oom", "llama", "described")
+	sortBy("Stage")
+	shows("sorted by stage", "described", "other", "llama", "oom")
 
 	do("a failed TrainJob", chromedp.EmulateViewport(1440, 900), chromedp.Click(chromedp.CSS(`#trainjobs tr[data-name="oom"] a`)),
 		chromedp.WaitVisible(chromedp.CSS(`#detail .title .stage[data-stage="Failed"]`)),
@@ -101,11 +122,12 @@ func testDashboardInBrowser(t *testing.T, c *cluster.Cluster) {
 	do("the TrainJob's objects", chromedp.WaitVisible(chromedp.CSS(`#jobs tbody tr`)))
 	for sel, want := range map[string]string{"#jobs": "oom-node-0", "#pods": "oom-node-0-0-x00", "#yaml-runtime": "no runtime snapshot",
 		"#yaml-trainjob": "kind: TrainJob", "#yaml-jobset": "kind: JobSet"} {
-		if got := inBrowser(t, ctx, browser, sel, chromedp.TextContent(chromedp.CSS(sel))); !strings.Contains(got, want) {
+		// Read in one step of the page's script: a push may draw the view again between a query and a read.
+		if got := inBrowser(t, ctx, browser, sel, chromedp.Evaluate[string](`(document.querySelector(`+strconv.Quote(sel)+`) || {}).textContent || ""`)); !strings.Contains(got, want) {
 			t.Errorf("%s lacks %q:\n%s", sel, want, got)
 		}
 	}
-	screenshots("trainjob")
+	screenshots(t, browser, "trainjob", "")
 
 	// The logs panel: every rank, or only the failed ones; a grep.
 	options := func() []string {
@@ -119,6 +141,52 @@ func testDashboardInBrowser(t *testing.T, c *cluster.Cluster) {
 	if got := options(); len(got) != 1 || got[0] != "oom-node-0-0-x00" {
 		t.Errorf("with failed ranks only the logs panel offers %q, want oom-node-0-0-x00", got)
 	}
+
+	// A TrainJob of 1 024 ranks, one of which failed: one cell per rank, all on one screen at 1440×900;
+	// hovering a cell names its pod, rank and node; the failed rank is red, as the Failed stage is.
+	const ranks = 1024
+	wide := f.trainJob("wide", ranks, false, func(tj *trainer.TrainJob) { tj.Spec.Suspend = ptr.To(false) })
+	wide.Status = trainer.TrainJobStatus{JobsStatus: []trainer.JobStatus{jobStatus("node", ranks-1, ranks-1, 0, 1)}}
+	f.updateStatus(wide)
+	f.jobSet(wide, "node")
+	f.job(wide, "node", ranks, jobTimes{start: 10 * time.Second, end: -1})
+	states := make([]podState, ranks)
+	for i := range states {
+		states[i] = podState{rj: "node", rank: i, node: fmt.Sprintf("gpu-node-%d", i/8), gpus: 8, phase: corev1.PodRunning, started: 20 * time.Second}
+	}
+	const failedRank = 517
+	states[failedRank].phase, states[failedRank].finished, states[failedRank].exitCode = corev1.PodFailed, time.Minute, 1
+	f.pods(wide, states)
+	inBrowser(t, ctx, browser, "open wide", chromedp.Evaluate[string](`location.hash = "#/trainjob/`+f.ns+`/wide"`))
+	do("the 1024-rank grid", chromedp.Poll[chromedp.Void](fmt.Sprintf(`document.querySelectorAll(".ranks [data-pod]").length === %d`, ranks)))
+	failedPod := fmt.Sprintf("wide-node-0-%d-x%d", failedRank, failedRank)
+	grid := inBrowser(t, ctx, browser, "the grid's cells", chromedp.Evaluate[struct {
+		Height, Viewport            float64
+		Title, Colour, Red, Running string
+	}](`(() => {
+		const cells = [...document.querySelectorAll(".ranks [data-pod]")];
+		const boxes = cells.map((c) => c.getBoundingClientRect());
+		const failed = cells.find((c) => c.dataset.pod === `+strconv.Quote(failedPod)+`);
+		const red = document.createElement("i");
+		red.style.color = "var(--red)";
+		document.body.append(red);
+		const out = { height: Math.max(...boxes.map((b) => b.bottom)) - Math.min(...boxes.map((b) => b.top)), viewport: innerHeight,
+			title: failed ? failed.title : "", colour: failed ? getComputedStyle(failed).backgroundColor : "",
+			red: getComputedStyle(red).color, running: getComputedStyle(cells[0]).backgroundColor };
+		red.remove();
+		return out; })()`))
+	for _, want := range []string{failedPod, "rank 517", "node gpu-node-64"} {
+		if !strings.Contains(grid.Title, want) {
+			t.Errorf("hovering rank %d's cell shows %q, want %q in it", failedRank, grid.Title, want)
+		}
+	}
+	if grid.Colour != grid.Red || grid.Running == grid.Red {
+		t.Errorf("the failed rank's cell is %s and a running rank's %s, want the failed one red (%s) and only it", grid.Colour, grid.Running, grid.Red)
+	}
+	if grid.Height > grid.Viewport {
+		t.Errorf("the 1024 cells take %.0f px of height, more than one screen (%.0f px)", grid.Height, grid.Viewport)
+	}
+	screenshots(t, browser, "ranks", "")
 
 	// describe-pipeline's table: what each plugin changed, of a TrainJob whose runtime is there.
 	inBrowser(t, ctx, browser, "open described", chromedp.Evaluate[string](`location.hash = "#/trainjob/`+f.ns+`/described"`))
@@ -150,7 +218,7 @@ func testDashboardInBrowser(t *testing.T, c *cluster.Cluster) {
 			t.Errorf("%s charts %q, want %q", chart, got, want)
 		}
 	}
-	screenshots("charts")
+	screenshots(t, browser, "charts", "")
 
 	// With --allow-writes the page suspends and resumes, and shows each change of stage as it happens.
 	rw := startDashboard(t, withArgs(kubeArgs(c, f.ns), "--allow-writes")...)
@@ -260,10 +328,49 @@ func testDashboardGPUsInBrowser(t *testing.T, c *cluster.Cluster, ns string) {
 		t.Errorf("the pasted four-nodes.yaml: %s, want it not to fit now", got)
 	}
 
+	screenshots(t, browser, "gpus", "")
+
 	inBrowser(t, ctx, browser, "open llama", chromedp.Evaluate[string](`location.hash = "#/trainjob/`+ns+`/llama"`))
 	do("llama's loss charted", chromedp.Poll[chromedp.Void](`document.querySelectorAll("#chart-metric-lines circle").length === 3`))
 	if got := inBrowser(t, ctx, browser, "the loss", chromedp.Evaluate[[]string](`[...document.querySelectorAll("#chart-metric-lines circle")].map((c) => c.dataset.x + ":" + c.dataset.y)`)); !slices.Equal(got, []string{"1:2", "2:1", "3:0.5"}) {
 		t.Errorf("llama's loss is charted at %q, want 1:2, 2:1, 3:0.5", got)
+	}
+
+	// The logs panel follows: a click on the rank's cell opens its log, and a line the rank writes next shows
+	// without a reload.
+	pod := "llama-node-0-0-x01"
+	logHolds := func(line string) chromedp.Action[chromedp.Void] {
+		return chromedp.Poll[chromedp.Void](`(document.querySelector("#log") || {}).textContent.includes(` + strconv.Quote(line) + `)`)
+	}
+	do("llama's log", chromedp.Click(chromedp.CSS(`.ranks [data-pod="`+pod+`"]`)), logHolds("step 3 loss 0.5"))
+	if !inBrowser(t, ctx, browser, "follow", chromedp.Evaluate[bool](`document.querySelector("#log-follow").checked`)) {
+		t.Error("the logs panel does not follow by default")
+	}
+	inBrowser(t, ctx, browser, "the mark", chromedp.Evaluate[string](`document.body.dataset.mark = "not reloaded"`))
+	if err := c.WritePodLog(t.Context(), ns, pod, "train", "step 4 loss 0.25"); err != nil {
+		t.Fatal(err)
+	}
+	do("the line written next", logHolds("step 4 loss 0.25"))
+	if mark := inBrowser(t, ctx, browser, "the mark", chromedp.Evaluate[string](`document.body.dataset.mark || ""`)); mark != "not reloaded" {
+		t.Errorf("the page was reloaded to show the log's new line (mark %q)", mark)
+	}
+	screenshots(t, browser, "logs", "#log")
+}
+
+// screenshots saves the view shown in browser at 1440×900 and 390×844 in the test's artifacts as
+// VIEW-WxH.png (go test -artifacts keeps them), scrolled to the element of selector at, when given.
+func screenshots(t *testing.T, browser context.Context, view, at string) {
+	t.Helper()
+	for _, size := range []struct{ w, h int64 }{{1440, 900}, {390, 844}} {
+		inBrowser(t, browser, browser, "the viewport "+view, chromedp.Steps(chromedp.EmulateViewport(size.w, size.h), chromedp.WaitVisible(chromedp.CSS("main"))))
+		if at != "" {
+			inBrowser(t, browser, browser, "scroll to "+at, chromedp.Evaluate[bool](`document.querySelector(`+strconv.Quote(at)+`).scrollIntoView({ block: "center" }) === undefined`))
+		}
+		png := inBrowser(t, browser, browser, "a screenshot of "+view, chromedp.CaptureScreenshot())
+		name := filepath.Join(t.ArtifactDir(), fmt.Sprintf("%s-%dx%d.png", view, size.w, size.h))
+		if err := os.WriteFile(name, png, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -222,9 +223,21 @@ func (f *fixture) pod(tj *trainer.TrainJob, s podState) {
 // podNamed creates a pod with the labels of a pod of the TrainJob's JobSet and the given owners.
 func (f *fixture) podNamed(tj *trainer.TrainJob, name string, owners []metav1.OwnerReference, s podState) {
 	f.t.Helper()
+	p := f.newPod(tj, name, owners, s)
+	st := p.Status
+	f.create(p)
+	st.QOSClass = p.Status.QOSClass
+	p.Status = st
+	f.updateStatus(p)
+}
+
+// newPod is the pod podNamed creates, with the status a kubelet (or the scheduler) writes: the API server drops
+// the status on create (but its QoS class), so it is written after.
+func (f *fixture) newPod(tj *trainer.TrainJob, name string, owners []metav1.OwnerReference, s podState) *corev1.Pod {
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: name,
+			Name:      name,
+			Namespace: f.ns,
 			Labels: map[string]string{
 				jobsetv1alpha2.JobSetNameKey: tj.Name, jobsetv1alpha2.ReplicatedJobNameKey: s.rj, jobsetv1alpha2.JobIndexKey: "0",
 				batchv1.JobCompletionIndexAnnotation: strconv.Itoa(s.rank), batchv1.JobNameLabel: tj.Name + "-" + s.rj + "-0"},
@@ -236,13 +249,11 @@ func (f *fixture) podNamed(tj *trainer.TrainJob, name string, owners []metav1.Ow
 	if s.gpus > 0 {
 		p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": *resource.NewQuantity(s.gpus, resource.DecimalSI)}
 	}
-	f.create(p)
 	p.Status.Phase = s.phase
 	if s.unscheduled != "" {
 		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
 			Reason: corev1.PodReasonUnschedulable, Message: s.unscheduled, LastTransitionTime: at(tj, s.started)}}
-		f.updateStatus(p)
-		return
+		return p
 	}
 	p.Status.StartTime = atp(tj, s.started)
 	cs := corev1.ContainerStatus{Name: s.rj, Image: "ghcr.io/example/llama-ft:1.0", RestartCount: s.restarts}
@@ -260,7 +271,34 @@ func (f *fixture) podNamed(tj *trainer.TrainJob, name string, owners []metav1.Ow
 		cs.State.Waiting = &corev1.ContainerStateWaiting{Reason: s.waiting, Message: "Back-off pulling image \"ghcr.io/example/llama-ft:1.0\""}
 	}
 	p.Status.ContainerStatuses = []corev1.ContainerStatus{cs}
-	f.updateStatus(p)
+	return p
+}
+
+// pods creates the pods of states of the TrainJob's JobSet, as pod does, 16 at a time: a TrainJob of 1 024 ranks
+// in seconds.
+func (f *fixture) pods(tj *trainer.TrainJob, states []podState) {
+	f.t.Helper()
+	owners := map[string][]metav1.OwnerReference{}
+	var g errgroup.Group
+	g.SetLimit(16)
+	for _, s := range states {
+		if _, ok := owners[s.rj]; !ok {
+			owners[s.rj] = f.controller(&batchv1.Job{}, tj.Name+"-"+s.rj+"-0")
+		}
+		p := f.newPod(tj, fmt.Sprintf("%s-%s-0-%d-x%02d", tj.Name, s.rj, s.rank, s.rank), owners[s.rj], s)
+		g.Go(func() error {
+			st := p.Status
+			if err := f.c.Create(f.t.Context(), p); err != nil {
+				return fmt.Errorf("create pod %s: %w", p.Name, err)
+			}
+			st.QOSClass = p.Status.QOSClass
+			p.Status = st
+			return f.c.Status().Update(f.t.Context(), p)
+		})
+	}
+	if err := g.Wait(); err != nil {
+		f.t.Fatal(err)
+	}
 }
 
 // event records an Event about obj, first seen d after tj's creation, count times until last.
