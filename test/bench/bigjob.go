@@ -25,6 +25,11 @@ type BigJobResult struct {
 	// DRARunningSeconds is the same for a TrainJob of as many nodes on the shipped runtime torch-distributed-dra,
 	// whose pods claim their 8 GPUs through DRA, created once the first one is gone (0 when not measured).
 	DRARunningSeconds float64 `json:"draRunningSeconds,omitempty"`
+	// Requests and DRARequests are the operator's requests in the big job's namespace for each of the two, from
+	// its create until the operator is idle after every pod is Running: the same, as it writes one JobSet either
+	// way and the pods' claims are the control plane's.
+	Requests    requestCounts `json:"requests"`
+	DRARequests requestCounts `json:"draRequests,omitempty"`
 	// Commands are `kubectl get pods` of its JobSet, and `kubectl trainjob status`, `list` and `logs --rank all`
 	// of it.
 	Commands []CLIResult `json:"commands"`
@@ -139,7 +144,7 @@ func (b *bench) runBigJob(ctx context.Context) error {
 	tj.Spec.Trainer.ResourcesPerNode = &corev1.ResourceRequirements{Limits: corev1.ResourceList{cluster.GPUResource: resource.MustParse("8")}}
 	b.logf("big job: a TrainJob of %d nodes × 8 GPUs on %d simulated GPU nodes", n, n)
 	var err error
-	res.RunningSeconds, err = b.timeRunning(ctx, tj)
+	res.RunningSeconds, res.Requests, err = b.timeRunning(ctx, tj)
 	return err
 }
 
@@ -166,24 +171,41 @@ func (b *bench) runBigDRAJob(ctx context.Context) error {
 		return err
 	}
 	b.logf("big job through DRA: a TrainJob of %d nodes on %s, 8 GPUs a pod claimed from ResourceClaimTemplate %s", n, draRuntimeName, draTemplateName)
-	b.summary.BigJob.DRARunningSeconds, err = b.timeRunning(ctx, b.bigTrainJob(bigDRAName, draRuntimeName))
+	b.summary.BigJob.DRARunningSeconds, b.summary.BigJob.DRARequests, err = b.timeRunning(ctx, b.bigTrainJob(bigDRAName, draRuntimeName))
 	return err
 }
 
-// timeRunning creates the big TrainJob tj and returns the seconds until every one of its pods is Running.
-func (b *bench) timeRunning(ctx context.Context, tj *trainer.TrainJob) (float64, error) {
+// timeRunning creates the big TrainJob tj and returns the seconds until every one of its pods is Running, and
+// the operator's requests in its namespace from the create until the operator is idle.
+func (b *bench) timeRunning(ctx context.Context, tj *trainer.TrainJob) (float64, requestCounts, error) {
 	wctx, cancel := context.WithTimeout(ctx, settleTimeout)
 	defer cancel()
+	if _, err := b.audit.next(); err != nil { // what came before is not this TrainJob's
+		return 0, nil, err
+	}
 	start := time.Now()
 	if err := b.driver.Create(ctx, tj); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	if err := b.waitRunning(wctx, tj.Name, b.k.BigNodes); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	s := time.Since(start).Seconds()
-	b.logf("  every pod Running %.1fs after the create", s)
-	return s, nil
+	if _, err := waitIdle(wctx, b.stack.Operator, settleTimeout, nil); err != nil {
+		return 0, nil, err
+	}
+	events, err := b.audit.next()
+	if err != nil {
+		return 0, nil, err
+	}
+	r := newOperatorRequests()
+	r.count(events, b.isOperator, bigNamespace)
+	all := requestCounts{}
+	for _, c := range []requestCounts{r.writes, r.events, r.reads} {
+		all.add(c)
+	}
+	b.logf("  every pod Running %.1fs after the create; the operator's requests: %d (%s)", s, all.total(), byCount(all))
+	return s, all, nil
 }
 
 // bigJobCLI times the CLI on the big TrainJob against kubectl.

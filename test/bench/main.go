@@ -14,6 +14,7 @@ import (
 func main() {
 	scale := flag.Bool("scale", false, "make bench-scale: the operator's memory at 0, 1 000 and 10 000 TrainJobs, the CLI among them, and a 1024-node TrainJob, then one claiming its GPUs through DRA, instead of make bench")
 	dashboard := flag.Bool("dashboard", false, "with -scale, only its dashboard rows: the list of BENCH_SCALE_TRAINJOBS TrainJobs and a BENCH_BIG_NODES-rank TrainJob's page in Chromium")
+	big := flag.Bool("big", false, "with -scale, only its BENCH_BIG_NODES-node TrainJob's two rows: create → every pod Running with nvidia.com/gpu, then with its GPUs claimed through DRA")
 	failover := flag.Bool("failover", false, "only make bench's failover: the leader of two replicas killed a second into a burst of creates")
 	flag.Parse()
 	k, err := KnobsFromEnv()
@@ -27,6 +28,8 @@ func main() {
 	switch {
 	case *scale && *dashboard:
 		measure = runDashboard
+	case *scale && *big:
+		measure = runBig
 	case *scale:
 		measure = runScale
 	case *failover:

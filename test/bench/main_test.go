@@ -167,15 +167,16 @@ func TestScaleSmoke(t *testing.T) {
 	if s.CLI.TrainJobs != 10 || len(s.CLI.Commands) != 3 {
 		t.Errorf("CLI among 10 TrainJobs: %+v", s.CLI)
 	}
-	if bj := s.BigJob; bj == nil || bj.Nodes != 3 || bj.RunningSeconds <= 0 || bj.DRARunningSeconds <= 0 || len(bj.Commands) != 4 {
-		t.Errorf("big job: %+v; want 3 nodes Running with nvidia.com/gpu and through DRA, and 4 commands timed", bj)
+	if bj := s.BigJob; bj == nil || bj.Nodes != 3 || bj.RunningSeconds <= 0 || bj.DRARunningSeconds <= 0 || len(bj.Commands) != 4 ||
+		bj.Requests["create jobsets.jobset.x-k8s.io"] != 1 || bj.DRARequests["create jobsets.jobset.x-k8s.io"] != 1 {
+		t.Errorf("big job: %+v; want 3 nodes Running with nvidia.com/gpu and through DRA, one JobSet create of the operator's for each, and 4 commands timed", bj)
 	}
 	if d := s.Dashboard; len(d) != 2 || d[0].TrainJobs != 10 || d[1].Ranks != 3 ||
 		slices.ContainsFunc(d, func(r DashboardResult) bool { return r.Seconds <= 0 || r.MaxRSSMiB <= 0 }) {
 		t.Errorf("dashboard: %+v; want the list of 10 TrainJobs and the page of the 3-rank one, timed, with the server's memory", d)
 	}
-	if len(s.Targets) != 13 {
-		t.Errorf("targets: got %d, want 13 (memory 4, list -A memory 1, CLI 2, big job 3, dashboard 3): %+v", len(s.Targets), s.Targets)
+	if len(s.Targets) != 14 {
+		t.Errorf("targets: got %d, want 14 (memory 4, list -A memory 1, CLI 2, big job 4, dashboard 3): %+v", len(s.Targets), s.Targets)
 	}
 }
 

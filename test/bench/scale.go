@@ -73,6 +73,24 @@ func runDashboard(ctx context.Context, k Knobs, w io.Writer) (*Summary, error) {
 	return s, nil
 }
 
+// runBig is make bench-scale's big TrainJob alone (bench -scale -big): one of BigNodes nodes asking for
+// nvidia.com/gpu, then one claiming its GPUs through DRA, each timed until every pod is Running.
+func runBig(ctx context.Context, k Knobs, w io.Writer) (*Summary, error) {
+	s, begin := newSummary(k), time.Now()
+	err := measure(ctx, k, w, s, "big", bigProfile(k), 1, func(ctx context.Context, b *bench) error {
+		if err := b.runBigJob(ctx); err != nil {
+			return err
+		}
+		return b.runBigDRAJob(ctx)
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.Seconds = time.Since(begin).Seconds()
+	s.evaluate()
+	return s, nil
+}
+
 // runScale is make bench-scale: the operator's memory at 0, ScaleStep and ScaleTrainJobs TrainJobs, then with
 // the unrelated ConfigMaps and after a restart; the CLI at ScaleTrainJobs TrainJobs.
 // Then, on a full-profile cluster of BigNodes simulated GPU nodes, one TrainJob of BigNodes nodes asking for
