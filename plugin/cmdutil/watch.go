@@ -7,6 +7,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -101,6 +102,9 @@ func (w Watch) Start(ctx context.Context, c client.WithWatch, handle func(Event)
 				list.SetResourceVersion(w.From)
 				return list, nil
 			}
+			if w.Transform != nil {
+				return w.transformedList(ctx, c, list, newList, with)
+			}
 			return list, c.List(ctx, list, with(&raw)...)
 		},
 		WatchFuncWithContext: func(ctx context.Context, raw metav1.ListOptions) (watch.Interface, error) {
@@ -112,7 +116,7 @@ func (w Watch) Start(ctx context.Context, c client.WithWatch, handle func(Event)
 		},
 	}
 	var lister cache.ListerWatcher = lw
-	if w.From != "" {
+	if w.From != "" || w.Transform != nil {
 		// A streaming list (watch with initial events) would replay every object the caller has shown.
 		lister = listThenWatch{lw}
 	}
@@ -163,6 +167,40 @@ func (w Watch) Start(ctx context.Context, c client.WithWatch, handle func(Event)
 		}
 	}()
 	return done, nil
+}
+
+// transformPage is how many objects a watch with a Transform lists at once.
+const transformPage = 500
+
+// transformedList lists the watch's objects into list page by page, each object transformed as it comes: the
+// whole list is never held as the API server sends it (a streaming list, or one list of everything, would hold
+// every object untransformed until the last one is in).
+func (w Watch) transformedList(ctx context.Context, c client.WithWatch, list client.ObjectList, newList func() (client.ObjectList, error),
+	with func(*metav1.ListOptions) []client.ListOption) (client.ObjectList, error) {
+	var items []runtime.Object
+	raw := metav1.ListOptions{Limit: transformPage}
+	for {
+		page, err := newList()
+		if err != nil {
+			return nil, err
+		}
+		if err := c.List(ctx, page, with(&raw)...); err != nil {
+			return nil, err
+		}
+		if err := meta.EachListItem(page, func(obj runtime.Object) error {
+			t, err := w.Transform(obj)
+			if err == nil {
+				items = append(items, t.(runtime.Object))
+			}
+			return err
+		}); err != nil {
+			return nil, err
+		}
+		list.SetResourceVersion(page.GetResourceVersion())
+		if raw.Continue = page.GetContinue(); raw.Continue == "" {
+			return list, meta.SetList(list, items)
+		}
+	}
 }
 
 func deliver(handle func(Event), obj any, deleted bool) {

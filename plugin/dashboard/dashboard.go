@@ -169,6 +169,8 @@ func (o *DashboardOptions) Run(ctx context.Context) error {
 	if err := s.Start(ctx); err != nil {
 		return err
 	}
+	// The URL once the TrainJobs are in: the page opened shows them at once.
+	s.cache.wait(ctx)
 	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
 	u := pageURL(l.Addr().(*net.TCPAddr), o.Address, s.Token)
 	what := "namespace " + o.Namespace

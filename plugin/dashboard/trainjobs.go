@@ -70,14 +70,7 @@ func (c *trainJobCache) handle(e cmdutil.Event) {
 // list is every TrainJob watched; ok is false when the watch cannot tell (refused, or not listed within
 // syncWait): the caller lists them itself.
 func (c *trainJobCache) list(ctx context.Context) (items []trainer.TrainJob, ok bool) {
-	if c == nil {
-		return nil, false
-	}
-	select {
-	case <-c.synced:
-	case <-ctx.Done():
-		return nil, false
-	case <-time.After(syncWait):
+	if !c.wait(ctx) {
 		return nil, false
 	}
 	c.mu.Lock()
@@ -94,6 +87,21 @@ func (c *trainJobCache) list(ctx context.Context) (items []trainer.TrainJob, ok 
 		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
 	})
 	return items, true
+}
+
+// wait waits until the first list is in or the watch was refused, for at most syncWait; false when it has not
+// (or there is no watch).
+func (c *trainJobCache) wait(ctx context.Context) bool {
+	if c == nil {
+		return false
+	}
+	select {
+	case <-c.synced:
+		return true
+	case <-ctx.Done():
+	case <-time.After(syncWait):
+	}
+	return false
 }
 
 // changes signals on the returned channel at every change of the TrainJobs and at every signal of also, until

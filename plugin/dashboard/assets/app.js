@@ -468,16 +468,18 @@ function rankGrid(pods) {
   const legend = el('div', { class: 'legend' }, [['pod-running', 'Running'], ['pod-restarted', 'Restarted'], ['pod-pending', 'Pending'],
     ['pod-succeeded', 'Succeeded'], ['pod-failed', 'Failed']].map(([c, t]) => el('span', {}, el('i', { class: 'cell ' + c }), t, ' ', counts[c] || 0)));
   const groups = [...byJob].map(([job, ps]) => el('div', { class: 'rank-group' }, el('h3', {}, job || 'pods', ' ', el('span', { class: 'muted' }, ps.length)),
-    el('div', { class: 'ranks' }, ps.map((p) => {
-      const cell = el('button', {
-        class: 'cell ' + podClass(p), 'data-pod': p.name, 'data-rank': p.rank || '',
-        title: p.name + '\nrank ' + (p.rank || '-') + ' · node ' + (p.node || '-') + '\n' + p.status + (p.restarts ? ', ' + p.restarts + ' restarts' : ''),
-        'aria-label': 'pod ' + p.name,
-      });
-      cell.addEventListener('click', () => openLog(p.name));
-      return cell;
-    }))));
-  return el('div', {}, legend, groups);
+    el('div', { class: 'ranks' }, ps.map((p) => el('button', {
+      class: 'cell ' + podClass(p), 'data-pod': p.name, 'data-rank': p.rank || '',
+      title: p.name + '\nrank ' + (p.rank || '-') + ' · node ' + (p.node || '-') + '\n' + p.status + (p.restarts ? ', ' + p.restarts + ' restarts' : ''),
+      'aria-label': 'pod ' + p.name,
+    })))));
+  const grid = el('div', {}, legend, groups);
+  // One listener for every cell: a click on a cell opens its pod's log.
+  grid.addEventListener('click', (ev) => {
+    const cell = ev.target.closest('.cell[data-pod]');
+    if (cell) openLog(cell.dataset.pod);
+  });
+  return grid;
 }
 
 // ---- Charts ----
