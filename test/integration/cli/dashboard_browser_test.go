@@ -2,7 +2,9 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,6 +19,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/dashboard"
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/fit"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 )
 
@@ -297,6 +301,7 @@ func testDashboardGPUsInBrowser(t *testing.T, c *cluster.Cluster, ns string) {
 		t.Fatal(err)
 	}
 	page := startDashboard(t, kubeArgs(c, ns)...)
+	testDashboardGPUs(t, page, ns)
 	ctx := browser
 	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
@@ -371,6 +376,58 @@ func screenshots(t *testing.T, browser context.Context, view, at string) {
 		if err := os.WriteFile(name, png, 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// testDashboardGPUs reads the GPUs view's API of page, a dashboard of namespace ns on TestFit's cluster (see
+// testDashboardGPUsInBrowser): every GPU node's GPUs as fit counts them, the extended resource's and the DRA
+// devices its ResourceSlice publishes, and who holds them; and a pasted TrainJob placed as fit -f places it,
+// answered read-only to the page itself only (its Origin), YAML without a TrainJob refused saying why.
+func testDashboardGPUs(t *testing.T, page *dashboardPage, ns string) {
+	t.Helper()
+	code, body := page.do(t, http.MethodGet, "/api/gpus", nil)
+	var got dashboard.GPUs
+	if err := json.Unmarshal([]byte(body), &got); code != http.StatusOK || err != nil {
+		t.Fatalf("GET /api/gpus: %d %v: %s", code, err, body)
+	}
+	gpuNode := func(i int, holder fit.GPUHolder) fit.NodeGPUs {
+		return fit.NodeGPUs{Node: cluster.GPUNodeName(i), Product: cluster.GPUProductOf(i, 4), Resource: cluster.GPUResource,
+			Allocatable: 8, Used: 8, Devices: 8, Holders: []fit.GPUHolder{holder}}
+	}
+	want := []fit.NodeGPUs{{Node: "cpu-node-0"}, {Node: "cpu-node-1"},
+		gpuNode(0, fit.GPUHolder{Namespace: "team-b", Pod: "busy-on-" + cluster.GPUNodeName(0), GPUs: 8}),
+		gpuNode(1, fit.GPUHolder{Namespace: ns, TrainJob: "llama", GPUs: 8}),
+		gpuNode(2, fit.GPUHolder{Namespace: "team-b", Pod: "busy-on-" + cluster.GPUNodeName(2), GPUs: 8}),
+		// The pod that only carries llama's JobSet label is no TrainJob's: a bare pod.
+		gpuNode(3, fit.GPUHolder{Namespace: ns, Pod: "llama-node-0-1-stray", GPUs: 8}),
+	}
+	if len(got.Nodes) != len(want) {
+		t.Fatalf("the GPUs view's nodes: %+v, want %+v", got.Nodes, want)
+	}
+	for i, w := range want {
+		g := got.Nodes[i]
+		if g.Node != w.Node || g.Product != w.Product || g.Resource != w.Resource || g.Allocatable != w.Allocatable || g.Used != w.Used ||
+			g.Free != w.Free || g.Devices != w.Devices || g.DevicesAllocated != w.DevicesAllocated || !slices.Equal(g.Holders, w.Holders) {
+			t.Errorf("the GPUs view's node %d: %+v, want %+v", i, g, w)
+		}
+	}
+
+	yaml, err := os.ReadFile(filepath.Join("testdata", "fit", "four-nodes.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, body = page.do(t, http.MethodPost, "/api/fit", withBody(string(yaml)))
+	var placed dashboard.FitResult
+	if err := json.Unmarshal([]byte(body), &placed); code != http.StatusOK || err != nil || placed.Fit == nil ||
+		placed.Fit.Verdict != fit.NotNow || placed.Fit.Pods != 4 || placed.Fit.FitNow != 0 || placed.Fit.FitEmpty != 4 || len(placed.Fit.ReplicatedJobs) != 1 {
+		t.Errorf("POST /api/fit four-nodes.yaml: %d %s; want it placed as fit -f: 4 pods, none fits now, all would on emptied nodes", code, body)
+	}
+	noOrigin := func(r *http.Request) { withBody(string(yaml))(r); r.Header.Del("Origin") }
+	if code, body := page.do(t, http.MethodPost, "/api/fit", noOrigin); code != http.StatusForbidden {
+		t.Errorf("POST /api/fit without an Origin: %d %s, want 403", code, body)
+	}
+	if code, body := page.do(t, http.MethodPost, "/api/fit", withBody("kind: ConfigMap\n")); code != http.StatusBadRequest || !strings.Contains(body, "TrainJob") {
+		t.Errorf("POST /api/fit of a ConfigMap: %d %s, want 400 saying it holds no TrainJob", code, body)
 	}
 }
 
