@@ -17,9 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
-	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -215,52 +213,6 @@ func TestTrainJobObjects(t *testing.T) {
 	}
 	if d.Runtime != "ClusterTrainingRuntime/torch" || len(plugins) == 0 || d.Now == nil {
 		t.Errorf("describe-pipeline: runtime %q, now %+v, plugins that changed something %q; want the torch runtime's pipeline", d.Runtime, d.Now, plugins)
-	}
-}
-
-// TestLog: the log panel's requests ask the API server for what the panel says (follow, the previous
-// container), and grep keeps only the lines that match its regular expression; a pod that is not the
-// TrainJob's is not read.
-func TestLog(t *testing.T) {
-	api := &kueuetest.API{Versions: []string{"v1beta2"}, LocalQueues: []kueue.LocalQueue{gpuQueue()}}
-	objs := builtTrainJob(t, api)
-	other := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "other-pod"}}
-	s := clusterServer(t, api, append(objs, other)...)
-	logs := kubefake.NewClientset()
-	s.Logs = logs
-	for _, tc := range []struct {
-		query            string
-		code             int
-		body             string
-		follow, previous bool
-	}{
-		{query: "pod=llama-node-0-0-x1", code: http.StatusOK, body: "fake logs"},
-		{query: "pod=llama-node-0-0-x1&follow=1", code: http.StatusOK, body: "fake logs", follow: true},
-		{query: "pod=llama-node-0-0-x1&previous=1", code: http.StatusOK, body: "fake logs", previous: true},
-		{query: "pod=llama-node-0-0-x1&grep=fake", code: http.StatusOK, body: "fake logs\n"},
-		{query: "pod=llama-node-0-0-x1&grep=" + url.QueryEscape("^loss="), code: http.StatusOK, body: ""},
-		{query: "pod=llama-node-0-0-x1&grep=" + url.QueryEscape("(unclosed"), code: http.StatusBadRequest},
-		{query: "pod=other-pod", code: http.StatusNotFound},
-	} {
-		logs.ClearActions()
-		resp := serve(t, s, request{method: "GET", target: "/api/trainjobs/team-a/llama/log?" + tc.query, cookie: true})
-		got := body(t, resp)
-		if resp.StatusCode != tc.code || tc.code == http.StatusOK && got != tc.body {
-			t.Errorf("%s: %d %q, want %d %q", tc.query, resp.StatusCode, got, tc.code, tc.body)
-			continue
-		}
-		if tc.code != http.StatusOK {
-			continue
-		}
-		var opts *corev1.PodLogOptions
-		for _, a := range logs.Actions() {
-			if g, ok := a.(k8stesting.GenericAction); ok && a.GetSubresource() == "log" {
-				opts, _ = g.GetValue().(*corev1.PodLogOptions)
-			}
-		}
-		if opts == nil || opts.Follow != tc.follow || opts.Previous != tc.previous {
-			t.Errorf("%s: log options %+v, want follow %t, previous %t", tc.query, opts, tc.follow, tc.previous)
-		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -360,6 +361,31 @@ func testDashboardGPUsInBrowser(t *testing.T, c *cluster.Cluster, ns string) {
 		t.Errorf("the page was reloaded to show the log's new line (mark %q)", mark)
 	}
 	screenshots(t, browser, "logs", "#log")
+
+	// The log's API as the panel asks it: grep keeps only the matching lines; after a restart, previous=1 is the
+	// container before; a pod not of llama's namespace is not read; an invalid expression is refused.
+	if err := c.RestartContainer(t.Context(), ns, pod, "train", 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WritePodLog(t.Context(), ns, pod, "train", "step 5 loss 0.2", "checkpoint saved"); err != nil {
+		t.Fatal(err)
+	}
+	logPath := "/api/trainjobs/" + ns + "/llama/log?pod="
+	for _, tc := range []struct {
+		query string
+		code  int
+		want  string
+	}{
+		{pod, http.StatusOK, "step 5 loss 0.2\ncheckpoint saved\n"},
+		{pod + "&grep=" + url.QueryEscape("^step"), http.StatusOK, "step 5 loss 0.2\n"},
+		{pod + "&previous=1", http.StatusOK, "step 1 loss 2.0\nstep 2 loss 1.0\nstep 3 loss 0.5\nstep 4 loss 0.25\n"},
+		{pod + "&grep=" + url.QueryEscape("(unclosed"), http.StatusBadRequest, ""},
+		{"busy-on-" + cluster.GPUNodeName(0), http.StatusNotFound, ""},
+	} {
+		if code, body := page.do(t, http.MethodGet, logPath+tc.query, nil); code != tc.code || tc.code == http.StatusOK && body != tc.want {
+			t.Errorf("GET %s: %d %q, want %d %q", logPath+tc.query, code, body, tc.code, tc.want)
+		}
+	}
 }
 
 // screenshots saves the view shown in browser at 1440×900 and 390×844 in the test's artifacts as
