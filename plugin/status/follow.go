@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -100,13 +101,22 @@ func exitFor(name string) func(stage.Stage, error) error {
 
 // Watches are what changes a TrainJob's summary: the TrainJob, its pods and the namespace's Events (Kueue
 // records one at each step of a Workload). `status -w` and the dashboard's page of one TrainJob read it again
-// after each change.
+// after each change, so the pods and the Events are watched as metadata (whose resourceVersion changes with
+// every change), without their managedFields: a TrainJob of 1 024 pods is not held twice.
 func Watches(namespace, name string) []cmdutil.Watch {
 	return []cmdutil.Watch{
 		{Object: &trainer.TrainJob{}, Namespace: namespace, Options: []client.ListOption{client.MatchingFields{"metadata.name": name}}},
-		{Object: &corev1.Pod{}, Namespace: namespace, Options: []client.ListOption{cmdutil.ChildrenOf(name)}},
-		{Object: &corev1.Event{}, Namespace: namespace},
+		{Object: metadataOf(corev1.SchemeGroupVersion.WithKind("Pod")), Namespace: namespace, Options: []client.ListOption{cmdutil.ChildrenOf(name)},
+			Transform: cmdutil.StripManagedFields},
+		{Object: metadataOf(corev1.SchemeGroupVersion.WithKind("Event")), Namespace: namespace, Transform: cmdutil.StripManagedFields},
 	}
+}
+
+// metadataOf is an object of kind gvk watched as its metadata.
+func metadataOf(gvk schema.GroupVersionKind) *metav1.PartialObjectMetadata {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(gvk)
+	return m
 }
 
 // follow calls show with a fresh summary after every change to the TrainJob, its pods or the namespace's
