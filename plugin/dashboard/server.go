@@ -475,18 +475,34 @@ func (s *Server) log(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// podLog opens the log of the pod the request names (pod=POD) if it is the TrainJob's.
+// podLog opens the log of the pod the request names (pod=POD) if it is the TrainJob's: its JobSet's label is
+// not enough, the controller chain to the JobSet the TrainJob controls must hold (cmdutil.Lineage), as for
+// every pod the CLI shows.
 func (s *Server) podLog(r *http.Request, opts *corev1.PodLogOptions) (io.ReadCloser, error) {
+	ctx := r.Context()
 	namespace, name, podName := r.PathValue("namespace"), r.PathValue("name"), r.URL.Query().Get("pod")
 	if !s.shows(namespace) {
 		return nil, apierrors.NewNotFound(trainer.GroupVersion.WithResource("trainjobs").GroupResource(), name)
 	}
-	pod := &corev1.Pod{}
-	if err := s.Client.Get(r.Context(), client.ObjectKey{Namespace: namespace, Name: podName}, pod); err != nil {
+	pod, tj := &corev1.Pod{}, &trainer.TrainJob{}
+	if err := s.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: podName}, pod); err != nil {
 		return nil, err
 	}
+	notOurs := apierrors.NewNotFound(corev1.Resource("pods"), podName)
 	if pod.Labels[jobsetv1alpha2.JobSetNameKey] != name {
-		return nil, apierrors.NewNotFound(corev1.Resource("pods"), podName)
+		return nil, notOurs
+	}
+	if err := s.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, tj); err != nil {
+		return nil, err
+	}
+	lineage, err := cmdutil.ReadLineage(ctx, s.Client, tj)
+	if err != nil {
+		return nil, err
+	}
+	if owns, err := lineage.Owns(ctx, pod); err != nil {
+		return nil, err
+	} else if !owns {
+		return nil, notOurs
 	}
 	return s.Logs.CoreV1().Pods(namespace).GetLogs(podName, opts).Stream(r.Context())
 }

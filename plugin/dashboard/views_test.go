@@ -148,7 +148,11 @@ func TestListQueue(t *testing.T) {
 
 // controlledBy makes owner obj's controller.
 func controlledBy(obj, owner client.Object, kind string) {
-	obj.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "v1", Kind: kind, Name: owner.GetName(), UID: owner.GetUID(), Controller: ptr.To(true)}})
+	apiVersion := map[string]string{"Job": batchv1.SchemeGroupVersion.String(), "JobSet": jobsetv1alpha2.SchemeGroupVersion.String()}[kind]
+	if apiVersion == "" {
+		apiVersion = trainer.GroupVersion.String()
+	}
+	obj.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: apiVersion, Kind: kind, Name: owner.GetName(), UID: owner.GetUID(), Controller: ptr.To(true)}})
 }
 
 // builtTrainJob is TrainJob llama in LocalQueue gpu, admitted and running, with its runtime snapshot, its JobSet,

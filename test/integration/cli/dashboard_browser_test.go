@@ -363,7 +363,8 @@ func testDashboardGPUsInBrowser(t *testing.T, c *cluster.Cluster, ns string) {
 	screenshots(t, browser, "logs", "#log")
 
 	// The log's API as the panel asks it: grep keeps only the matching lines; after a restart, previous=1 is the
-	// container before; a pod not of llama's namespace is not read; an invalid expression is refused.
+	// container before; a pod not of llama's namespace, or only labelled as llama's, is not read; an invalid
+	// expression is refused.
 	if err := c.RestartContainer(t.Context(), ns, pod, "train", 1); err != nil {
 		t.Fatal(err)
 	}
@@ -381,6 +382,8 @@ func testDashboardGPUsInBrowser(t *testing.T, c *cluster.Cluster, ns string) {
 		{pod + "&previous=1", http.StatusOK, "step 1 loss 2.0\nstep 2 loss 1.0\nstep 3 loss 0.5\nstep 4 loss 0.25\n"},
 		{pod + "&grep=" + url.QueryEscape("(unclosed"), http.StatusBadRequest, ""},
 		{"busy-on-" + cluster.GPUNodeName(0), http.StatusNotFound, ""},
+		// It carries llama's JobSet label, but no Job of llama's JobSet controls it.
+		{"llama-node-0-1-stray", http.StatusNotFound, ""},
 	} {
 		if code, body := page.do(t, http.MethodGet, logPath+tc.query, nil); code != tc.code || tc.code == http.StatusOK && body != tc.want {
 			t.Errorf("GET %s: %d %q, want %d %q", logPath+tc.query, code, body, tc.code, tc.want)
