@@ -797,7 +797,8 @@ async function checkFit(text) {
     table(['Replicated job', 'Pods', 'Fit now', 'Requests per pod', 'Nodes'], (f.replicatedJobs || []).map((j) =>
       [j.name, j.pods, j.fitNow, requests(j.requestsPerPod), [...new Set((j.placements || []).map((p) => p.node))].join(', ') || '-']), 'fit-jobs'),
     ...(f.replicatedJobs || []).flatMap((j) => (j.blocked || []).map((b) => el('p', { class: 'blocked' }, j.name + ': ' + b.message))),
-    f.topology ? el('p', {}, f.topology.message) : null,
+    // replaceChildren writes a null as the text "null": no topology request draws nothing.
+    ...(f.topology ? [el('p', {}, f.topology.message)] : []),
     ...(f.notes || []).map((n) => el('p', { class: 'muted' }, 'Note: ', n)),
     ...(r.warnings || []).map((w) => el('p', { class: 'muted' }, 'Warning: ', w)));
 }

@@ -330,8 +330,9 @@ func testDashboardGPUsInBrowser(t *testing.T, c *cluster.Cluster, ns string) {
 	}
 	do("fit a pasted TrainJob", chromedp.SetValue(chromedp.CSS(`#fit-yaml`), string(yaml)), chromedp.Click(chromedp.CSS(`#fit-check`)),
 		chromedp.WaitVisible(chromedp.CSS(`#fit-verdict, #fit-result .error`)))
-	if got := inBrowser(t, ctx, browser, "the verdict", chromedp.Text(chromedp.CSS(`#fit-result`))); !strings.Contains(got, "does not fit now") {
-		t.Errorf("the pasted four-nodes.yaml: %s, want it not to fit now", got)
+	if got := inBrowser(t, ctx, browser, "the verdict", chromedp.Text(chromedp.CSS(`#fit-result`))); !strings.Contains(got, "does not fit now") ||
+		slices.Contains(strings.Split(got, "\n"), "null") {
+		t.Errorf("the pasted four-nodes.yaml: %s, want it not to fit now (and no line \"null\")", got)
 	}
 
 	screenshots(t, browser, "gpus", "")
