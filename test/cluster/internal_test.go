@@ -223,7 +223,11 @@ func TestAlive(t *testing.T) {
 // TestFreePortReserves: a port FreePort hands out is below the ephemeral range and reserved for this
 // process; a reservation of a running process is respected, one of a process that is gone is taken over.
 func TestFreePortReserves(t *testing.T) {
+	// portDir is the process's: give it back, or every later FreePort of this package's tests reserves in a
+	// folder deleted with this test (and made again, left behind in the temporary folder).
+	saved := portDir
 	portDir = t.TempDir()
+	t.Cleanup(func() { portDir = saved })
 	port, err := FreePort()
 	if err != nil {
 		t.Fatal(err)
