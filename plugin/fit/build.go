@@ -194,12 +194,20 @@ func ReadCluster(ctx context.Context, c client.Reader, opts ReadOptions) (*Clust
 	cl.Devices = devices
 	drivers := deviceDrivers(ctx, c, opts.DeviceClasses)
 	addDevices(cl.Nodes, devices.Slices, drivers)
+	dra := opts.Claims || len(drivers) > 0
+	if dra && slices.Contains(devices.Forbidden, "ResourceSlices") {
+		cl.Notes = append(cl.Notes, "you may not list ResourceSlices, so no node's DRA devices are counted (ask for list on resourceslices.resource.k8s.io)")
+	}
 	if !opts.Pods {
 		return cl, nil
 	}
-	if opts.Claims || len(drivers) > 0 {
+	if dra {
 		var claims resourcev1.ResourceClaimList
-		if err := c.List(ctx, &claims); err != nil && !apierrors.IsForbidden(err) && !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err) {
+		err := c.List(ctx, &claims)
+		switch {
+		case apierrors.IsForbidden(err):
+			cl.Notes = append(cl.Notes, "you may not list the ResourceClaims of every namespace, so no DRA device is counted as allocated: \"now\" is as if every device were free")
+		case err != nil && !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err):
 			return nil, fmt.Errorf("list ResourceClaims: %w", err)
 		}
 		cl.Claims = claims.Items

@@ -60,6 +60,9 @@ func (s *Sickness) Reason() string {
 type Devices struct {
 	Slices []resourcev1.ResourceSlice
 	Rules  []resourcev1beta2.DeviceTaintRule
+	// Forbidden names what the user may not list ("ResourceSlices", "DeviceTaintRules"): read as none, which a
+	// reader must say rather than show as no devices.
+	Forbidden []string
 }
 
 // ReadDevices reads the ResourceSlices of node (all of them when node is "") and the DeviceTaintRules. An API
@@ -72,12 +75,22 @@ func ReadDevices(ctx context.Context, c client.Reader, node string) (Devices, er
 	if node != "" {
 		opts = append(opts, client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector(resourcev1.ResourceSliceSelectorNodeName, node)})
 	}
-	if err := c.List(ctx, &slices, opts...); err != nil && !absent(err) {
-		return d, fmt.Errorf("list ResourceSlices: %w", err)
+	if err := c.List(ctx, &slices, opts...); err != nil {
+		if !absent(err) {
+			return d, fmt.Errorf("list ResourceSlices: %w", err)
+		}
+		if apierrors.IsForbidden(err) {
+			d.Forbidden = append(d.Forbidden, "ResourceSlices")
+		}
 	}
 	var rules resourcev1beta2.DeviceTaintRuleList
-	if err := c.List(ctx, &rules); err != nil && !absent(err) {
-		return d, fmt.Errorf("list DeviceTaintRules: %w", err)
+	if err := c.List(ctx, &rules); err != nil {
+		if !absent(err) {
+			return d, fmt.Errorf("list DeviceTaintRules: %w", err)
+		}
+		if apierrors.IsForbidden(err) {
+			d.Forbidden = append(d.Forbidden, "DeviceTaintRules")
+		}
 	}
 	d.Slices, d.Rules = slices.Items, rules.Items
 	return d, nil

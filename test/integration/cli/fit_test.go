@@ -8,6 +8,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -137,6 +138,25 @@ func TestFit(t *testing.T) {
 	grantClusterRead(t, cl, "alice", "fit-nodes", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"list"}})
 	cluster.Eventually(t, "alice may list the nodes", waitTimeout, cluster.Holds(allowed(func(ctx context.Context) error { return alice.List(ctx, &corev1.NodeList{}) })))
 	t.Run("namespace-user-no-pods", func(t *testing.T) { run(t, "namespace-user-no-pods", "fit", "llama", "--as", "alice") })
+
+	// A TrainJob claiming its GPUs through DRA, asked by alice once she may list every pod: fit says that she may
+	// not list the ResourceSlices (no node's DRA devices counted), then, once she may, that she may not list the
+	// ResourceClaims (every device counted free), rather than showing either as none.
+	if err := cl.Create(t.Context(), cluster.NewGPUClaimTemplate(ns, "trainer-gpus", 8)); err != nil {
+		t.Fatal(err)
+	}
+	grantClusterRead(t, cl, "alice", "fit-claim-templates", rbacv1.PolicyRule{APIGroups: []string{resourcev1.GroupName}, Resources: []string{"resourceclaimtemplates"}, Verbs: []string{"get"}})
+	grantClusterRead(t, cl, "alice", "fit-pods", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}})
+	grantClusterRead(t, cl, "alice", "fit-device-classes", rbacv1.PolicyRule{APIGroups: []string{resourcev1.GroupName}, Resources: []string{"deviceclasses"}, Verbs: []string{"get"}})
+	cluster.Eventually(t, "alice may list every pod", waitTimeout, cluster.Holds(allowed(func(ctx context.Context) error { return alice.List(ctx, &corev1.PodList{}) })))
+	t.Run("namespace-user-dra-no-slices", func(t *testing.T) {
+		run(t, "namespace-user-dra-no-slices", "fit", "-f", file("dra-two-nodes"), "--as", "alice")
+	})
+	grantClusterRead(t, cl, "alice", "fit-slices", rbacv1.PolicyRule{APIGroups: []string{resourcev1.GroupName}, Resources: []string{"resourceslices"}, Verbs: []string{"list"}})
+	cluster.Eventually(t, "alice may list ResourceSlices", waitTimeout, cluster.Holds(allowed(func(ctx context.Context) error { return alice.List(ctx, &resourcev1.ResourceSliceList{}) })))
+	t.Run("namespace-user-dra-no-claims", func(t *testing.T) {
+		run(t, "namespace-user-dra-no-claims", "fit", "-f", file("dra-two-nodes"), "--as", "alice")
+	})
 }
 
 // busyPod is a running pod bound to node that takes its 8 GPUs for an hour.
