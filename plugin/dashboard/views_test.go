@@ -29,7 +29,6 @@ import (
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/dryrun"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/scheme"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/cmdutil"
-	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/describe"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/kueue"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/kueue/kueuetest"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/list"
@@ -110,42 +109,6 @@ func getJSON[T any](t *testing.T, s *Server, target string) T {
 	return v
 }
 
-func rowOf(t *testing.T, l TrainJobs, name string) list.Row {
-	t.Helper()
-	for _, r := range l.Items {
-		if r.Name == name {
-			return r
-		}
-	}
-	t.Fatalf("no row %s in %+v", name, l.Items)
-	return list.Row{}
-}
-
-// TestListQueue: a TrainJob that Kueue holds in its queue is Queued in the list, with why (its Workload) and its
-// position in the queues as status says it (Kueue's visibility API); one whose position Kueue does not tell
-// is "pending"; one in no LocalQueue has neither.
-func TestListQueue(t *testing.T) {
-	first, second, plain := queuedIn("first"), queuedIn("second"), trainJobIn("plain", nil)
-	api := &kueuetest.API{Versions: []string{"v1beta2"}, Workloads: []kueue.Workload{pendingWorkload(first), pendingWorkload(second)},
-		LocalQueues: []kueue.LocalQueue{gpuQueue()},
-		Pending: map[string][]kueue.PendingWorkload{"team-a/gpu": {
-			{ObjectMeta: metav1.ObjectMeta{Name: "trainjob-first"}, PositionInClusterQueue: 2, PositionInLocalQueue: 1},
-		}}}
-	l := getJSON[TrainJobs](t, clusterServer(t, api, first, second, plain), "/api/trainjobs")
-	for _, want := range []struct {
-		name, stage, reason, position string
-	}{
-		{"first", "Queued", "insufficient unused quota for nvidia.com/gpu in flavor gpu, 8 more needed", "2 ahead in ClusterQueue gpu-cq, 1 in LocalQueue gpu"},
-		{"second", "Queued", "insufficient unused quota for nvidia.com/gpu in flavor gpu, 8 more needed", "pending"},
-		{"plain", "Pending", "-", ""},
-	} {
-		r := rowOf(t, l, want.name)
-		if string(r.Stage) != want.stage || r.Reason != want.reason || r.Position != want.position {
-			t.Errorf("%s: stage %s, reason %q, position %q; want %s, %q, %q", want.name, r.Stage, r.Reason, r.Position, want.stage, want.reason, want.position)
-		}
-	}
-}
-
 // controlledBy makes owner obj's controller.
 func controlledBy(obj, owner client.Object, kind string) {
 	apiVersion := map[string]string{"Job": batchv1.SchemeGroupVersion.String(), "JobSet": jobsetv1alpha2.SchemeGroupVersion.String()}[kind]
@@ -183,41 +146,6 @@ func builtTrainJob(t *testing.T, api *kueuetest.API) []client.Object {
 	wl.Status.Conditions = []metav1.Condition{{Type: kueue.ConditionAdmitted, Status: metav1.ConditionTrue, Reason: "Admitted", Message: "The workload is admitted"}}
 	api.Workloads = append(api.Workloads, wl)
 	return []client.Object{tj, snapshot, js, job, pod}
-}
-
-// TestTrainJobObjects: a TrainJob's page holds its Jobs, its Kueue Workload and its runtime snapshot as YAML
-// besides the TrainJob and the JobSet, and describe-pipeline's table of what each plugin changed.
-func TestTrainJobObjects(t *testing.T) {
-	api := &kueuetest.API{Versions: []string{"v1beta2"}, LocalQueues: []kueue.LocalQueue{gpuQueue()}}
-	s := clusterServer(t, api, builtTrainJob(t, api)...)
-	got := getJSON[TrainJob](t, s, "/api/trainjobs/team-a/llama")
-	if len(got.Jobs) != 1 || got.Jobs[0].Name != "llama-node-0" || got.Jobs[0].Active != 2 || got.Jobs[0].Completions != "2" {
-		t.Errorf("jobs %+v, want llama-node-0 with 2 active of 2 completions", got.Jobs)
-	}
-	for what, y := range map[string]struct{ yaml, want string }{
-		"Workload":         {got.WorkloadYAML, "name: trainjob-llama"},
-		"runtime snapshot": {got.RuntimeYAML, "kind: ClusterTrainingRuntime"},
-		"JobSet":           {got.JobSetYAML, "kind: JobSet"},
-	} {
-		if !strings.Contains(y.yaml, y.want) {
-			t.Errorf("the %s's YAML lacks %q:\n%s", what, y.want, y.yaml)
-		}
-	}
-
-	d := getJSON[describe.Description](t, s, "/api/trainjobs/team-a/llama/pipeline")
-	var plugins []string
-	for _, ph := range d.Phases {
-		for _, pt := range ph.Points {
-			for _, p := range pt.Plugins {
-				if len(p.Changes) > 0 {
-					plugins = append(plugins, ph.Name+"/"+pt.Name+"/"+p.Name)
-				}
-			}
-		}
-	}
-	if d.Runtime != "ClusterTrainingRuntime/torch" || len(plugins) == 0 || d.Now == nil {
-		t.Errorf("describe-pipeline: runtime %q, now %+v, plugins that changed something %q; want the torch runtime's pipeline", d.Runtime, d.Now, plugins)
-	}
 }
 
 // logServer is a kube client whose API server answers each pod's log (of namespace team-a) from logs, and 404

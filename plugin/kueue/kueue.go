@@ -350,7 +350,8 @@ func (c *Client) LocalQueue(ctx context.Context, namespace, name string) (*Local
 
 // PendingWorkloads asks Kueue's visibility API for the pending Workloads of a LocalQueue, in the version of
 // Kueue's API that is served. The visibility API is an aggregated API that a cluster may not serve (the
-// local cluster does not): the error is then NotFound or ServiceUnavailable. Call it once Served said yes.
+// local cluster does: docs/kueue.md): the error is then NotFound or ServiceUnavailable. Call it once Served
+// said yes.
 func (c *Client) PendingWorkloads(ctx context.Context, namespace, localQueue string) ([]PendingWorkload, error) {
 	var s pendingWorkloadsSummary
 	p := path.Join("/apis", visibilityGroup, c.version, "namespaces", namespace, "localqueues", localQueue, "pendingworkloads")

@@ -75,6 +75,11 @@ func (c *Cluster) startAPIServer(ctx context.Context) error {
 			return err
 		}
 	}
+	if c.opts.Kueue {
+		if err := prepareAggregation(api, certDir); err != nil {
+			return err
+		}
+	}
 	admission := []string{extendedResourceToleration}
 	for name, value := range c.opts.APIServerFlags {
 		if name == "enable-admission-plugins" {

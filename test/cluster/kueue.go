@@ -92,11 +92,15 @@ func (c *Cluster) startKueue(ctx context.Context, configDir string) (*process, s
 		return nil, "", err
 	}
 	c.kueueHealthPort = healthPort
+	visibility, err := c.newKueueVisibility(ctx, filepath.Join(configDir, "kueue-visibility"))
+	if err != nil {
+		return nil, "", fmt.Errorf("Kueue's visibility API: %w", err)
+	}
 
 	configPath := filepath.Join(configDir, "kueue.yaml")
-	// The visibility API is off: it is an aggregated API server, which the API server reaches only through a
-	// Service, and no Service routes to loopback here. MultiKueue is on, as by default since Kueue v0.9; only a
-	// management cluster's ClusterQueue (StartMultiKueue) has its admission check, so only there does it dispatch.
+	// The visibility API is on (kueueVisibility says how the API server reaches it). MultiKueue is on, as by
+	// default since Kueue v0.9; only a management cluster's ClusterQueue (StartMultiKueue) has its admission
+	// check, so only there does it dispatch.
 	// TASReplaceNodeOnNodeTaints is off: in v0.17.0 it judges a node's taints by the Workload's pod templates alone,
 	// not the ResourceFlavor's tolerations (kubernetes-sigs/kueue#11152), so between a TAS admission and the bind
 	// it takes every GPU node (tainted nvidia.com/gpu, tolerated through the flavor) for failed, fails the pods
@@ -111,15 +115,22 @@ webhook: {host: 127.0.0.1, port: %d, certDir: %q}
 metrics: {bindAddress: "0"}
 health: {healthProbeBindAddress: "127.0.0.1:%d"}
 clientConnection: {qps: 200, burst: 400}
-featureGates: {VisibilityOnDemand: false, MultiKueue: true, TASReplaceNodeOnNodeTaints: false}
+visibilityServer: {bindAddress: %q, bindPort: %d}
+featureGates: {VisibilityOnDemand: true, MultiKueue: true, TASReplaceNodeOnNodeTaints: false}
 integrations:
   frameworks: ["trainer.kubeflow.org/trainjob", "jobset.x-k8s.io/jobset"]
-`, kueueNamespace, c.kueueWebhooks.LocalServingPort, c.kueueWebhooks.LocalServingCertDir, healthPort)
+`, kueueNamespace, c.kueueWebhooks.LocalServingPort, c.kueueWebhooks.LocalServingCertDir, healthPort, visibility.ip, visibility.port)
 	if err := os.WriteFile(configPath, config, 0o644); err != nil {
 		return nil, "", err
 	}
-	binary, args, err := kueueCommand(filepath.Join(c.opts.ToolsDir, "kueue"), c.kueueWebhooks.LocalServingCertDir,
-		"--config="+configPath, "--zap-log-level=2")
+	root := filepath.Join(configDir, "kueue-root")
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return nil, "", err
+	}
+	// --kubeconfig, not $KUBECONFIG alone: the visibility server reads the flag to delegate authentication and
+	// authorization to the API server.
+	binary, args, err := kueueCommand(filepath.Join(c.opts.ToolsDir, "kueue"), root, c.kueueWebhooks.LocalServingCertDir, visibility.certDir,
+		"--config="+configPath, "--kubeconfig="+c.KubeconfigPath, "--zap-log-level=2")
 	if err != nil {
 		return nil, "", err
 	}
@@ -131,7 +142,8 @@ integrations:
 }
 
 // kueueReady are the checks of a started Kueue: it is ready, serves its webhooks, its ResourceFlavor and
-// ClusterQueue are created through them (which proves they answer), and the ClusterQueue is Active. On a
+// ClusterQueue are created through them (which proves they answer), the API server reaches its visibility API,
+// and the ClusterQueue is Active. On a
 // MultiKueue management cluster the ClusterQueue waits for its admission check, which waits for the worker:
 // StartMultiKueue checks it once the two are connected.
 func (c *Cluster) kueueReady(addr string) []check {
@@ -144,6 +156,7 @@ func (c *Cluster) kueueReady(addr string) []check {
 			err := c.createKueueQueues(ctx)
 			return err == nil, err
 		}},
+		{"Kueue's visibility API available", c.kueueVisibilityAvailable},
 	}
 	if !c.opts.multiKueueManager {
 		checks = append(checks, check{"ClusterQueue " + KueueClusterQueue + " Active", c.kueueQueueActive},
@@ -166,11 +179,13 @@ func (c *Cluster) startKueueAlone(ctx context.Context) error {
 	return waitAll(ctx, []*process{p}, c.kueueReady(addr))
 }
 
-// kueueCommand returns how to run Kueue. Without its internal certificate management Kueue reads its metrics
-// serving certificate from the fixed folder /etc/kueue/metrics/certs and exits when it is missing (even with
-// metrics off), so it runs in a mount namespace of its own whose /etc holds just that folder, linked to certDir;
-// the machine's /etc is left alone.
-func kueueCommand(kueue, certDir string, args ...string) (string, []string, error) {
+// kueueCommand returns how to run Kueue. Without its internal certificate management Kueue reads two serving
+// certificates from fixed folders and exits when one is missing: its metrics certificate (even with metrics off)
+// from /etc/kueue/metrics/certs, and its visibility server's from /visibility. So it runs in a mount namespace
+// of its own, changed into root (an empty folder, where a tmpfs goes) that holds every top-level folder of the
+// machine but /etc, bound; an /etc with just the metrics folder, linked to certDir; and /visibility, linked to
+// visibilityDir. The machine's folders are left alone.
+func kueueCommand(kueue, root, certDir, visibilityDir string, args ...string) (string, []string, error) {
 	unshare, err := exec.LookPath("unshare")
 	if err != nil {
 		return "", nil, fmt.Errorf("unshare (util-linux) is needed to give Kueue its metrics certificate folder: %w", err)
@@ -179,8 +194,16 @@ func kueueCommand(kueue, certDir string, args ...string) (string, []string, erro
 	if os.Geteuid() != 0 {
 		ns = append([]string{"--user", "--map-root-user"}, ns...)
 	}
-	script := `mount -t tmpfs kueue-etc /etc && mkdir -p /etc/kueue/metrics && ln -s "$1" /etc/kueue/metrics/certs && shift && exec "$@"`
-	return unshare, slices.Concat(ns, []string{"--", "sh", "-c", script, "kueue", certDir, kueue}, args), nil
+	script := `root=$1 metrics=$2 visibility=$3 && shift 3 && mount -t tmpfs kueue-root "$root" || exit
+for e in /*; do
+	if [ "$e" = /etc ]; then continue; fi
+	if [ -L "$e" ]; then ln -s "$(readlink "$e")" "$root$e" || exit
+	elif [ -d "$e" ]; then mkdir "$root$e" && mount --rbind "$e" "$root$e" || exit
+	fi
+done
+mkdir -p "$root/etc/kueue/metrics" && ln -s "$metrics" "$root/etc/kueue/metrics/certs" && ln -s "$visibility" "$root/visibility" &&
+	exec chroot "$root" "$@"`
+	return unshare, slices.Concat(ns, []string{"--", "sh", "-c", script, "kueue", root, certDir, visibilityDir, kueue}, args), nil
 }
 
 // inGroups reports whether every rule of a webhook is about one of groups.
@@ -303,18 +326,21 @@ func (c *Cluster) kueueActive(resource, name string) func(context.Context) (bool
 }
 
 // activeCondition reports whether a Kueue object's Active condition is True, and what it says otherwise.
-func activeCondition(u *unstructured.Unstructured) (bool, error) {
+func activeCondition(u *unstructured.Unstructured) (bool, error) { return conditionTrue(u, "Active") }
+
+// conditionTrue reports whether an object's condition of type typ is True, and what it says otherwise.
+func conditionTrue(u *unstructured.Unstructured, typ string) (bool, error) {
 	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
 	for _, cond := range conds {
 		m, _ := cond.(map[string]any)
-		if m["type"] == "Active" {
+		if m["type"] == typ {
 			if m["status"] == "True" {
 				return true, nil
 			}
-			return false, fmt.Errorf("%s %s is not active: %v: %v", u.GetKind(), u.GetName(), m["reason"], m["message"])
+			return false, fmt.Errorf("%s %s is not %s: %v: %v", u.GetKind(), u.GetName(), typ, m["reason"], m["message"])
 		}
 	}
-	return false, fmt.Errorf("%s %s has no Active condition yet", u.GetKind(), u.GetName())
+	return false, fmt.Errorf("%s %s has no %s condition yet", u.GetKind(), u.GetName(), typ)
 }
 
 // CreateLocalQueue creates the LocalQueue KueueLocalQueue in namespace, feeding the cluster's ClusterQueue, and

@@ -28,9 +28,6 @@ type API struct {
 	Workloads []kueue.Workload
 	// LocalQueues are the LocalQueues there are.
 	LocalQueues []kueue.LocalQueue
-	// Pending are the pending Workloads Kueue's visibility API tells of each LocalQueue, by "namespace/name";
-	// nil: the visibility API is not served.
-	Pending map[string][]kueue.PendingWorkload
 	// MultiKueueClusters are the MultiKueueClusters there are, by name, as the API serves them (JSON objects).
 	MultiKueueClusters map[string]any
 	// Secrets are the Secrets of Kueue's namespace (kueue.Namespace).
@@ -92,14 +89,6 @@ func (a *API) serve(r *http.Request) (*http.Response, error) {
 		}
 		group.PreferredVersion = group.Versions[0]
 		return respond(http.StatusOK, group)
-	}
-	for _, v := range a.Versions {
-		prefix := path.Join("/apis", "visibility."+kueue.Group, v)
-		rest, ok := strings.CutPrefix(r.URL.Path, prefix+"/")
-		parts := strings.Split(rest, "/")
-		if ok && a.Pending != nil && r.Method == http.MethodGet && len(parts) == 5 && parts[0] == "namespaces" && parts[2] == "localqueues" && parts[4] == "pendingworkloads" {
-			return respond(http.StatusOK, map[string]any{"items": a.Pending[parts[1]+"/"+parts[3]]})
-		}
 	}
 	for _, v := range a.Versions {
 		prefix := path.Join("/apis", kueue.Group, v)

@@ -3,6 +3,7 @@ package kueue
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os/exec"
@@ -112,8 +113,8 @@ func TestQueueing(t *testing.T) {
 			t.Fatalf("status -o json: stage %s, queue %+v, want Queued with its Workload", s.Stage, q)
 		}
 		if q.LocalQueue != cluster.KueueLocalQueue || q.ClusterQueue != cluster.KueueClusterQueue || q.Workload == "" || q.Admitted ||
-			q.Position != status.PositionPending || q.NotAdmitted != msg {
-			t.Errorf("status -o json: queue %+v, want LocalQueue %s of ClusterQueue %s, not admitted because %q, position pending",
+			q.Position != "0 ahead in ClusterQueue gpu-cq, 0 in LocalQueue gpu" || q.NotAdmitted != msg {
+			t.Errorf("status -o json: queue %+v, want LocalQueue %s of ClusterQueue %s, not admitted because %q, next in both",
 				q, cluster.KueueLocalQueue, cluster.KueueClusterQueue, msg)
 		}
 		if !hasTimeline(s, status.SourceWorkloadCondition, "Workload QuotaReserved=False", "Pending") {
@@ -444,19 +445,34 @@ func queueNamespace(t *testing.T) string {
 	return ns
 }
 
-// queueIdle waits until the ClusterQueues reserve quota for no Workload. Every test shares their GPUs, and
-// an earlier test's namespace goes in the background (its TrainJobs, then their Workloads): until they are
-// gone, their reservations would keep this test's TrainJobs from being admitted.
+// queueIdle waits until the ClusterQueues reserve quota for no Workload and hold none pending. Every test
+// shares their GPUs, and an earlier test's namespace goes in the background (its TrainJobs, then their
+// Workloads): until they are gone, their reservations would keep this test's TrainJobs from being admitted,
+// and their pending Workloads would count in the positions of this test's.
 func queueIdle(t *testing.T) {
 	t.Helper()
 	for _, name := range []string{cluster.KueueClusterQueue, cluster.KueueTASClusterQueue} {
-		cluster.Eventually(t, "the ClusterQueue "+name+" reserving nothing (earlier tests' TrainJobs gone)", waitTimeout, func(ctx context.Context) error {
+		cluster.Eventually(t, "the ClusterQueue "+name+" reserving nothing, nothing pending (earlier tests' TrainJobs gone)", waitTimeout, func(ctx context.Context) error {
 			cq := kueueObject("ClusterQueue", "", name, nil)
 			if err := suite.client.Get(ctx, client.ObjectKeyFromObject(cq), cq); err != nil {
 				return err
 			}
 			if n, _, _ := unstructured.NestedInt64(cq.Object, "status", "reservingWorkloads"); n != 0 {
 				return fmt.Errorf("%d Workloads reserve quota", n)
+			}
+			// Kueue's visibility API, not the ClusterQueue's status.pendingWorkloads: the status is written later,
+			// and the API is what the positions come from.
+			var pending struct{ Items []json.RawMessage }
+			raw, err := suite.cluster.Clientset().CoreV1().RESTClient().Get().
+				AbsPath("/apis/visibility.kueue.x-k8s.io/v1beta2/clusterqueues", name, "pendingworkloads").DoRaw(ctx)
+			if err != nil {
+				return err
+			}
+			if err := json.Unmarshal(raw, &pending); err != nil {
+				return err
+			}
+			if len(pending.Items) != 0 {
+				return fmt.Errorf("%d Workloads pending", len(pending.Items))
 			}
 			return nil
 		})
