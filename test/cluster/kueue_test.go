@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -21,7 +22,8 @@ const queueLabel = "kueue.x-k8s.io/queue-name"
 
 // TestKueue is the acceptance test of Kueue in the local cluster: JobSets in a LocalQueue are suspended at
 // creation, admitted within the ClusterQueue's GPU quota with the ResourceFlavor's node labels and
-// toleration, and kept waiting, with the reason in their Workload, when the quota cannot hold them.
+// toleration, and kept waiting, with the reason in their Workload, when the quota cannot hold them; Kueue's
+// visibility API, served through the API server, lists the waiting one first in its queues.
 func TestKueue(t *testing.T) {
 	c := cluster.StartForTest(t, cluster.Options{Profile: cluster.ProfileFull, CRDDirs: testCRDDirs(t), Kueue: true})
 	s := &suite{c: c, cl: newClient(t, c)}
@@ -80,6 +82,29 @@ func TestKueue(t *testing.T) {
 		}
 		if !ptr.Deref(js.Spec.Suspend, false) {
 			t.Errorf("the JobSet above the quota is not suspended")
+		}
+		wl, err := findWorkload(t.Context(), s, ns, js.Name)
+		if err != nil || wl == nil {
+			t.Fatalf("the Workload of %s: %v", js.Name, err)
+		}
+		p := "/apis/visibility.kueue.x-k8s.io/v1beta2/namespaces/" + ns + "/localqueues/" + cluster.KueueLocalQueue + "/pendingworkloads"
+		raw, err := c.Clientset().CoreV1().RESTClient().Get().AbsPath(p).DoRaw(t.Context())
+		if err != nil {
+			t.Fatalf("GET %s: %v", p, err)
+		}
+		var pending struct {
+			Items []struct {
+				Metadata               metav1.ObjectMeta `json:"metadata"`
+				PositionInClusterQueue int32             `json:"positionInClusterQueue"`
+				PositionInLocalQueue   int32             `json:"positionInLocalQueue"`
+			} `json:"items"`
+		}
+		if err := json.Unmarshal(raw, &pending); err != nil {
+			t.Fatalf("GET %s: %v: %s", p, err, raw)
+		}
+		if len(pending.Items) != 1 || pending.Items[0].Metadata.Name != wl.GetName() ||
+			pending.Items[0].PositionInClusterQueue != 0 || pending.Items[0].PositionInLocalQueue != 0 {
+			t.Errorf("GET %s: %s; want %s alone, at position 0 in both queues", p, raw, wl.GetName())
 		}
 	})
 }
