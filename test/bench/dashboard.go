@@ -53,12 +53,8 @@ func (b *bench) openDashboard(ctx context.Context, res *DashboardResult, fragmen
 	}
 	res.StartSeconds = time.Since(begin).Seconds()
 	defer func() { _ = d.Stop() }()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium), chromedp.NoSandbox,
-		chromedp.WindowSize(1440, 900), chromedp.Flag("disable-dev-shm-usage", true))
-	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
-	defer cancelAlloc()
-	browser, cancelBrowser := chromedp.NewContext(alloc)
-	defer cancelBrowser()
+	browser, stop := stack.Chromium(ctx, chromium)
+	defer stop()
 	// The browser starts before the clock does: a user's is running already.
 	if err := chromedp.Do(browser, chromedp.Navigate("about:blank")); err != nil {
 		return fmt.Errorf("start chromium: %w", err)

@@ -141,15 +141,27 @@ func requireMachine(t testing.TB, unsupported error) {
 // it could but has not.
 func RequireChromium(t testing.TB) string {
 	t.Helper()
-	path, err := exec.LookPath("chromium")
+	path, skip, err := Chromium()
+	switch {
+	case skip != "":
+		t.Skip(skip)
+	case err != nil:
+		t.Fatal(err)
+	}
+	return path
+}
+
+// Chromium is the path of Debian's chromium; or why a test that needs it is skipped here (a machine where `make
+// tools` does not install it); or an error when `make tools` should have installed it.
+func Chromium() (path, skip string, err error) {
+	path, err = exec.LookPath("chromium")
 	if err == nil {
-		return path
+		return path, "", nil
 	}
 	if _, aptErr := exec.LookPath("apt-get"); !machineCouldRunContainers() || aptErr != nil {
-		t.Skipf("no chromium, and `make tools` installs it only on Linux as root with apt-get: %v", err)
+		return "", fmt.Sprintf("no chromium, and `make tools` installs it only on Linux as root with apt-get: %v", err), nil
 	}
-	t.Fatalf("no chromium: run `make tools`, which installs Debian's (%v)", err)
-	return ""
+	return "", "", fmt.Errorf("no chromium: run `make tools`, which installs Debian's (%v)", err)
 }
 
 // machineCouldRunContainers: Linux, as root; what else real containers need, `make tools` installs.

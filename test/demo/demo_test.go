@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -44,9 +45,27 @@ func TestNoWait(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	chromium, skip, err := cluster.Chromium()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if skip != "" {
+		t.Logf("the dashboard is not opened in a browser: %s", skip)
+	}
 	out := &cluster.SyncBuffer{}
+	var page *dashboardPage
 	err = run(t.Context(), options{noWait: true, timeout: demoTimeout, binary: binary, dir: dir, out: out,
+		dashboardStarted: func(dashboardURL string) {
+			if chromium != "" {
+				page = openDashboard(t.Context(), chromium, dashboardURL, trainJobName)
+			}
+		},
 		then: func(ctx context.Context, env []string, dashboardURL string) error {
+			if page != nil {
+				if err := page.sawComplete(); err != nil {
+					t.Error(err)
+				}
+			}
 			if realNode {
 				if err := realPods(ctx, env); err != nil {
 					t.Error(err)
@@ -458,4 +477,64 @@ func TestModeLine(t *testing.T) {
 	case supported != nil && (err == nil || !strings.Contains(out.String(), supported.Error())):
 		t.Errorf("on a machine that cannot run the real node (%v): %v, printed %q", supported, err, out.String())
 	}
+}
+
+// dashboardPage is the demo's dashboard, open in a headless Chromium from the moment it serves: it watches the
+// TrainJob's row until its stage is Complete (issue 32: the demo TrainJob seen going to Complete without a
+// reload).
+type dashboardPage struct {
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// openDashboard opens dashboardURL in chromium and watches TrainJob name's row, until the row is Complete or
+// sawComplete stops it.
+func openDashboard(ctx context.Context, chromium, dashboardURL, name string) *dashboardPage {
+	ctx, cancel := context.WithCancel(ctx)
+	p := &dashboardPage{cancel: cancel, done: make(chan error, 1)}
+	go func() { p.done <- watchToComplete(ctx, chromium, dashboardURL, name) }()
+	return p
+}
+
+// sawComplete waits, within a minute (the TrainJob is Complete already), for the page to show the TrainJob
+// Complete without having been reloaded.
+func (p *dashboardPage) sawComplete() error {
+	defer p.cancel()
+	select {
+	case err := <-p.done:
+		return err
+	case <-time.After(time.Minute):
+		p.cancel()
+		return fmt.Errorf("the dashboard did not show the TrainJob Complete within a minute of its being Complete: %v", <-p.done)
+	}
+}
+
+func watchToComplete(ctx context.Context, chromium, dashboardURL, name string) error {
+	browser, stop := stack.Chromium(ctx, chromium)
+	defer stop()
+	row := `#trainjobs tr[data-name="` + name + `"]`
+	if err := chromedp.Do(browser, chromedp.Navigate(dashboardURL), chromedp.WaitVisible(chromedp.CSS(`#live.live-ok`))); err != nil {
+		return fmt.Errorf("open the demo's dashboard %s in chromium: %w", dashboardURL, err)
+	}
+	// A mark on the document, which a reload would lose; and the row's stage when the page was opened.
+	first, err := chromedp.Run(browser, chromedp.Evaluate[string](`document.body.dataset.mark = "not reloaded";
+		(document.querySelector('`+row+` .stage') || {dataset: {}}).dataset.stage || "none"`))
+	if err != nil {
+		return err
+	}
+	if first == "Complete" {
+		return fmt.Errorf("TrainJob %s was Complete already when the dashboard was opened: nothing seen live", name)
+	}
+	if err := chromedp.Do(browser, chromedp.WaitVisible(chromedp.CSS(row+` .stage[data-stage="Complete"]`))); err != nil {
+		html, _ := chromedp.Run(browser, chromedp.OuterHTML(chromedp.CSS("#trainjobs")))
+		return fmt.Errorf("the dashboard, opened while TrainJob %s was %s, never showed it Complete: %w\n%s", name, first, err, html)
+	}
+	mark, err := chromedp.Run(browser, chromedp.Evaluate[string](`document.body.dataset.mark || ""`))
+	if err != nil {
+		return err
+	}
+	if mark != "not reloaded" {
+		return fmt.Errorf("the dashboard was reloaded to show TrainJob %s Complete (mark %q)", name, mark)
+	}
+	return nil
 }

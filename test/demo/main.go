@@ -70,6 +70,9 @@ type options struct {
 	// then, when set, runs once the TrainJob is Complete, before the cluster stops, with the environment
 	// that the commands printed under "try next" need (tests run them with it) and the dashboard's URL.
 	then func(ctx context.Context, env []string, dashboardURL string) error
+	// dashboardStarted, when set, is called with the dashboard's URL as soon as the dashboard serves, before the
+	// TrainJobs are created.
+	dashboardStarted func(dashboardURL string)
 }
 
 func main() {
@@ -182,6 +185,9 @@ func run(ctx context.Context, o options) (err error) {
 	defer func() { err = errors.Join(err, dashboard.Stop()) }()
 	step.detail("open %s", dashboard.URL)
 	step.done()
+	if o.dashboardStarted != nil {
+		o.dashboardStarted(dashboard.URL)
+	}
 
 	logsCtx, stopLogs := context.WithCancel(ctx)
 	defer stopLogs()

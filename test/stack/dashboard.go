@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/chromedp/chromedp"
 )
 
 // dashboardURL is the URL `kubectl trainjob dashboard` prints, with its token.
@@ -144,4 +146,14 @@ func Events(ctx context.Context, hc *http.Client, url string) (<-chan Event, err
 		}
 	}()
 	return events, nil
+}
+
+// Chromium starts the headless chromium at path at 1440×900, as the dashboard's tests and benchmarks drive it,
+// and returns the context of its tab (the browser starts with the first action run in it); stop ends it.
+func Chromium(ctx context.Context, path string) (tab context.Context, stop context.CancelFunc) {
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox,
+		chromedp.WindowSize(1440, 900), chromedp.Flag("disable-dev-shm-usage", true))
+	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
+	tab, cancelTab := chromedp.NewContext(alloc)
+	return tab, func() { cancelTab(); cancelAlloc() }
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/dashboard"
 	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/fit"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
+	"github.com/kubectl-trainjob/kubectl-trainjob/test/stack"
 )
 
 // testDashboardInBrowser opens the dashboard in a real headless Chromium (Debian's, which `make tools`
@@ -278,12 +279,8 @@ func testDashboardInBrowser(t *testing.T, c *cluster.Cluster) {
 func startBrowser(t *testing.T) context.Context {
 	t.Helper()
 	chromium := cluster.RequireChromium(t)
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium), chromedp.NoSandbox,
-		chromedp.WindowSize(1440, 900), chromedp.Flag("disable-dev-shm-usage", true))
-	alloc, cancelAlloc := chromedp.NewExecAllocator(t.Context(), opts...)
-	t.Cleanup(cancelAlloc)
-	browser, cancelBrowser := chromedp.NewContext(alloc)
-	t.Cleanup(cancelBrowser)
+	browser, stop := stack.Chromium(t.Context(), chromium)
+	t.Cleanup(stop)
 	// The first action starts the browser, which a step's deadline (inBrowser) must not stop.
 	if err := chromedp.Do(browser); err != nil {
 		t.Fatalf("start chromium: %v", err)
