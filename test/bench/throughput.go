@@ -57,6 +57,7 @@ type round struct {
 	cpu        map[string]float64 // CPU seconds of each program from the first create until the n-th JobSet
 	leftover   float64            // CPU seconds the cluster used, after the clean-up of the round before, to go quiet
 	steal      float64            // CPU seconds the host took from the machine during the round
+	tail       float64            // CPU seconds the cluster used after the round until it was quiet
 }
 
 // throughput runs the warm-up, Repeat blocks of A B C C B A, and a profiled A round. Each kind's mean
@@ -79,8 +80,8 @@ func (b *bench) throughput(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			b.logf("  repeat %d %s: %d JobSets in %.2fs (creates returned after %.2fs; %.2f CPU seconds to go quiet before; host took %.2f CPU seconds)",
-				r, k, b.k.N, res.seconds, res.created, res.leftover, res.steal)
+			b.logf("  repeat %d %s: %d JobSets in %.2fs (creates returned after %.2fs; %.2f CPU seconds to go quiet before, %.2f after; host took %.2f CPU seconds)",
+				r, k, b.k.N, res.seconds, res.created, res.leftover, res.tail, res.steal)
 			switch k {
 			case kindA:
 				t.A = append(t.A, res.seconds)
@@ -215,6 +216,11 @@ func (b *bench) round(ctx context.Context, k kind, n int, ns string) (res round,
 		return res, err
 	}
 	res.steal -= steal
+	// What the round's objects still cause once its clock stopped (the JobSet controller's Jobs, Services and
+	// JobSet status; in A and C the status writes and Events not yet sent), which the next round must not pay.
+	if res.tail, err = waitQuiet(ctx, roundTimeout(n)); err != nil {
+		return res, err
+	}
 	if k != kindA {
 		return res, nil
 	}
