@@ -34,7 +34,9 @@ type Watch struct {
 	// listed again and reported as added. "" reports every object as added first.
 	From string
 	// Transform, when set, changes each object before the watch keeps it and reports it: a watch that holds
-	// many objects strips what it does not use (StripManagedFields).
+	// many objects strips what it does not use (StripManagedFields), or keeps another object made of it (the
+	// dashboard's rows). It must return what it is given when given what it returned: the watch may transform
+	// an object twice.
 	Transform cache.TransformFunc
 	// Synced, when set, is called once every object of the first list has been reported.
 	Synced func()
@@ -103,7 +105,7 @@ func (w Watch) Start(ctx context.Context, c client.WithWatch, handle func(Event)
 				return list, nil
 			}
 			if w.Transform != nil {
-				return w.transformedList(ctx, c, list, newList, with)
+				return w.transformedList(ctx, c, newList, with)
 			}
 			return list, c.List(ctx, list, with(&raw)...)
 		},
@@ -172,12 +174,13 @@ func (w Watch) Start(ctx context.Context, c client.WithWatch, handle func(Event)
 // transformPage is how many objects a watch with a Transform lists at once.
 const transformPage = 500
 
-// transformedList lists the watch's objects into list page by page, each object transformed as it comes: the
-// whole list is never held as the API server sends it (a streaming list, or one list of everything, would hold
-// every object untransformed until the last one is in).
-func (w Watch) transformedList(ctx context.Context, c client.WithWatch, list client.ObjectList, newList func() (client.ObjectList, error),
-	with func(*metav1.ListOptions) []client.ListOption) (client.ObjectList, error) {
-	var items []runtime.Object
+// transformedList lists the watch's objects page by page, each object transformed as it comes: the whole list
+// is never held as the API server sends it (a streaming list, or one list of everything, would hold every
+// object untransformed until the last one is in). The list it returns holds the transformed objects, of
+// whatever type the Transform made.
+func (w Watch) transformedList(ctx context.Context, c client.WithWatch, newList func() (client.ObjectList, error),
+	with func(*metav1.ListOptions) []client.ListOption) (*metav1.List, error) {
+	list := &metav1.List{}
 	raw := metav1.ListOptions{Limit: transformPage}
 	for {
 		page, err := newList()
@@ -190,15 +193,15 @@ func (w Watch) transformedList(ctx context.Context, c client.WithWatch, list cli
 		if err := meta.EachListItem(page, func(obj runtime.Object) error {
 			t, err := w.Transform(obj)
 			if err == nil {
-				items = append(items, t.(runtime.Object))
+				list.Items = append(list.Items, runtime.RawExtension{Object: t.(runtime.Object)})
 			}
 			return err
 		}); err != nil {
 			return nil, err
 		}
-		list.SetResourceVersion(page.GetResourceVersion())
+		list.ResourceVersion = page.GetResourceVersion()
 		if raw.Continue = page.GetContinue(); raw.Continue == "" {
-			return list, meta.SetList(list, items)
+			return list, nil
 		}
 	}
 }

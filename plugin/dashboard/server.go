@@ -231,28 +231,75 @@ func (s *Server) config(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, Config{Namespace: s.Namespace, AllowWrites: s.AllowWrites})
 }
 
-// TrainJobs is the list the page shows: list's rows.
+// TrainJobs is the list the page shows: list's rows, each a JSON array of the cells Columns names (short, for
+// 10 000 rows).
 type TrainJobs struct {
-	Namespace string     `json:"namespace"`
-	Items     []list.Row `json:"items"`
+	Namespace string            `json:"namespace"`
+	Columns   []string          `json:"columns"`
+	Items     []json.RawMessage `json:"items"`
+}
+
+// Cells are the rows of l, each its cells by the name of their column, as the page reads them.
+func (l *TrainJobs) Cells() ([]map[string]any, error) {
+	rows := make([]map[string]any, 0, len(l.Items))
+	for _, item := range l.Items {
+		var cells []any
+		if err := json.Unmarshal(item, &cells); err != nil {
+			return nil, err
+		}
+		if len(cells) != len(l.Columns) {
+			return nil, fmt.Errorf("row %s has %d cells for the %d columns %v", item, len(cells), len(l.Columns), l.Columns)
+		}
+		r := make(map[string]any, len(cells))
+		for i, c := range l.Columns {
+			r[c] = cells[i]
+		}
+		rows = append(rows, r)
+	}
+	return rows, nil
 }
 
 // readTrainJobs is the list's rows, of the TrainJobs of the dashboard's watch (Start); listed from the API
-// server when it has none, or none to tell (the user may not watch them: the list says why).
+// server when it has none, or none to tell (the user may not watch them: the list says why). The rows of the
+// TrainJobs in a Kueue LocalQueue are completed from their Workloads now.
 func (s *Server) readTrainJobs(ctx context.Context) (*TrainJobs, error) {
-	items, ok := s.cache.list(ctx)
+	rows, ok := s.cache.list(ctx)
 	if !ok {
 		var l trainer.TrainJobList
 		if err := s.Client.List(ctx, &l, client.InNamespace(s.Namespace)); err != nil {
 			return nil, err
 		}
-		items = l.Items
+		rows = make([]*row, 0, len(l.Items))
+		for i := range l.Items {
+			r, err := newRow(ctx, s.Rows, &l.Items[i])
+			if err != nil {
+				return nil, err
+			}
+			rows = append(rows, r)
+		}
 	}
-	rows, err := s.Rows.Of(ctx, items, s.Clock.Now())
-	if err != nil {
+	out := &TrainJobs{Namespace: s.Namespace, Columns: columnNames, Items: make([]json.RawMessage, len(rows))}
+	var (
+		queued   []trainer.TrainJob
+		complete []list.Row
+		at       []int
+	)
+	for i, r := range rows {
+		out.Items[i] = r.json
+		if r.queue != nil {
+			queued, complete, at = append(queued, *r.queue), append(complete, r.row), append(at, i)
+		}
+	}
+	if err := s.Rows.Queue(ctx, queued, complete); err != nil {
 		return nil, err
 	}
-	return &TrainJobs{Namespace: s.Namespace, Items: rows}, nil
+	for k, i := range at {
+		var err error
+		if out.Items[i], err = rowJSON(&complete[k]); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 func (s *Server) trainJobs(w http.ResponseWriter, r *http.Request) {

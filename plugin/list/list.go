@@ -569,6 +569,11 @@ func (q *queues) reasonOf(tj *trainer.TrainJob, st stage.Stage) string {
 		}
 		return printers.None
 	}
+	return reasonOf(tj, st)
+}
+
+// reasonOf is the reason of the condition that puts tj in stage st, if any.
+func reasonOf(tj *trainer.TrainJob, st stage.Stage) string {
 	for _, c := range tj.Status.Conditions {
 		if c.Status == metav1.ConditionTrue && c.Type == string(st) {
 			return c.Reason

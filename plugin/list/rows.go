@@ -4,7 +4,6 @@ import (
 	"context"
 	"slices"
 	"sync"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -19,27 +18,26 @@ import (
 // Row is one TrainJob as list's table shows it, as values: for the dashboard, which draws the same cells in a
 // browser. Its cells are list's, made by the same code; a dash means unknown, as in the table.
 type Row struct {
-	Namespace string      `json:"namespace"`
-	Name      string      `json:"name"`
-	Stage     stage.Stage `json:"stage"`
-	Reason    string      `json:"reason"`
-	Runtime   string      `json:"runtime"`
-	Nodes     string      `json:"nodes"`
-	GPUs      string      `json:"gpus"`
+	Namespace string
+	Name      string
+	Stage     stage.Stage
+	Reason    string
+	Runtime   string
+	Nodes     string
+	GPUs      string
 	// Percentage is the trainer's progressPercentage, when it reports one.
-	Percentage *int32 `json:"percentage,omitempty"`
-	Progress   string `json:"progress"`
-	ETA        string `json:"eta"`
-	Queue      string `json:"queue"`
+	Percentage *int32
+	ETA        string
+	Queue      string
 	// Position is where a Queued TrainJob's Workload is in its queues, as status says it ("pending" when
 	// Kueue's visibility API does not tell); "" when it is not Queued.
-	Position string      `json:"position,omitempty"`
-	Created  metav1.Time `json:"created"`
-	Duration string      `json:"duration"`
+	Position string
+	Created  metav1.Time
 }
 
 // Rows makes list's rows of TrainJobs read by c, sized with fw (the pipeline the operator runs); each runtime
-// is read once for all the rows it makes.
+// is read once for all the rows it makes. A row is made of each TrainJob alone (Alone), when it changes; the
+// rows of those in a Kueue LocalQueue are completed from their Workloads when shown (Queue).
 type Rows struct {
 	nodes *runtimeDefaults
 	// kueue reads the Workloads of namespace ("": every namespace), for the Queued stage and the position;
@@ -60,32 +58,52 @@ func (r *Rows) InQueues(kc *kueue.Client, namespace string) *Rows {
 	return r
 }
 
-// Of are the rows of items at time now; without InQueues, with the stages the TrainJobs alone tell (no Kueue
-// Workloads read).
-func (r *Rows) Of(ctx context.Context, items []trainer.TrainJob, now time.Time) ([]Row, error) {
-	r.nodes.prefetch(ctx, items)
-	rows := make([]Row, 0, len(items))
-	var q *queues
-	if r.kueue != nil && slices.ContainsFunc(items, func(tj trainer.TrainJob) bool { return kueue.Queued(&tj) }) {
-		var err error
-		if q, err = readQueues(ctx, r.kueue, r.namespace, items); err != nil {
-			return nil, err
-		}
-		q.readPositions(ctx, items)
+// Alone is tj's row as the TrainJob alone tells it: its stage without Kueue's Workload, and no position in
+// the queues (Queue completes the rows of the TrainJobs in a LocalQueue). A caller that keeps rows makes
+// the row of each TrainJob once, when it changes.
+func (r *Rows) Alone(ctx context.Context, tj *trainer.TrainJob) Row {
+	n, gpus := r.nodes.of(ctx, tj)
+	st := stage.Of(tj)
+	row := Row{Namespace: tj.Namespace, Name: tj.Name, Stage: st, Reason: reasonOf(tj, st), Runtime: runtimeOf(tj),
+		Nodes: n, GPUs: gpus, ETA: etaOf(tj), Queue: queueOf(tj), Created: tj.CreationTimestamp}
+	if ts := tj.Status.TrainerStatus; ts != nil {
+		row.Percentage = ts.ProgressPercentage
 	}
+	return row
+}
+
+// Queue sets the stage, reason and position of the rows of the TrainJobs in a Kueue LocalQueue (rows[i] is of
+// items[i]) as their Workloads tell, with InQueues; it reads the Workloads only when some TrainJob is in one.
+// items need hold only what ForQueue keeps of each.
+func (r *Rows) Queue(ctx context.Context, items []trainer.TrainJob, rows []Row) error {
+	if r.kueue == nil || !slices.ContainsFunc(items, func(tj trainer.TrainJob) bool { return kueue.Queued(&tj) }) {
+		return nil
+	}
+	q, err := readQueues(ctx, r.kueue, r.namespace, items)
+	if err != nil || q == nil {
+		return err
+	}
+	q.readPositions(ctx, items)
 	for i := range items {
-		tj := &items[i]
-		n, gpus := r.nodes.of(ctx, tj)
-		st := q.stageOf(tj)
-		row := Row{Namespace: tj.Namespace, Name: tj.Name, Stage: st, Reason: q.reasonOf(tj, st), Runtime: runtimeOf(tj),
-			Nodes: n, GPUs: gpus, Progress: progressOf(tj), ETA: etaOf(tj), Queue: queueOf(tj),
-			Position: q.positionOf(tj), Created: tj.CreationTimestamp, Duration: durationOf(tj, now)}
-		if ts := tj.Status.TrainerStatus; ts != nil {
-			row.Percentage = ts.ProgressPercentage
+		if tj := &items[i]; kueue.Queued(tj) {
+			st := q.stageOf(tj)
+			rows[i].Stage, rows[i].Reason, rows[i].Position = st, q.reasonOf(tj, st), q.positionOf(tj)
 		}
-		rows = append(rows, row)
 	}
-	return rows, nil
+	return nil
+}
+
+// ForQueue is what Queue reads of tj, when it is in a Kueue LocalQueue (nil when it is not): a caller that
+// keeps rows rather than TrainJobs keeps this much of each TrainJob in a queue.
+func ForQueue(tj *trainer.TrainJob) *trainer.TrainJob {
+	if !kueue.Queued(tj) {
+		return nil
+	}
+	return &trainer.TrainJob{
+		ObjectMeta: metav1.ObjectMeta{Namespace: tj.Namespace, Name: tj.Name, UID: tj.UID, Labels: map[string]string{kueue.QueueLabel: tj.Labels[kueue.QueueLabel]}},
+		Spec:       trainer.TrainJobSpec{Suspend: tj.Spec.Suspend},
+		Status:     trainer.TrainJobStatus{Conditions: tj.Status.Conditions, JobsStatus: tj.Status.JobsStatus},
+	}
 }
 
 // readPositions reads where the Queued TrainJobs of items are in their queues, as status does: for each

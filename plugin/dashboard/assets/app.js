@@ -45,10 +45,10 @@ function stageBadge(stage) {
   return el('span', { class: 'stage stage-' + stage, 'data-stage': stage }, stage);
 }
 
-// age is kubectl's: 45s, 3m12s, 5h, 2d3h.
+// age is kubectl's: 45s, 3m12s, 5h, 2d3h; of t, a time as JSON writes it or in milliseconds since the epoch.
 function age(t) {
   if (!t) return '-';
-  const s = Math.max(0, Math.floor((Date.now() - Date.parse(t)) / 1000));
+  const s = Math.max(0, Math.floor((Date.now() - new Date(t)) / 1000));
   if (s < 120) return s + 's';
   const m = Math.floor(s / 60);
   if (m < 10) return m + 'm' + (s % 60 ? (s % 60) + 's' : '');
@@ -143,10 +143,23 @@ function showList() {
     el('div', { id: 'list-error' }),
     el('div', { class: 'scroll' }, el('table', { id: 'trainjobs', class: 'grid' }, el('thead'), el('tbody'))));
   follow('/api/watch', {
-    trainjobs: (data) => { state.list = data; state.listError = null; renderRows(); },
+    trainjobs: (data) => { state.list = listOf(data); state.listError = null; renderRows(); },
     error: (err) => { state.listError = err; renderRows(); },
   });
   renderRows();
+}
+
+// listOf is the server's list with each row, an array of the cells its columns name, made an object of them;
+// created, in seconds since the epoch, in milliseconds as Date takes them.
+function listOf(data) {
+  const cols = data.columns;
+  const items = data.items.map((cells) => {
+    const r = {};
+    for (let i = 0; i < cols.length; i++) r[cols[i]] = cells[i];
+    r.created *= 1000;
+    return r;
+  });
+  return { namespace: data.namespace, items };
 }
 
 function sortValue(row, key) {
@@ -154,7 +167,6 @@ function sortValue(row, key) {
     case 'nodes': case 'gpus': return Number(row[key]) || -1;
     case 'progress': return row.percentage ?? -1;
     case 'stage': return STAGES.indexOf(row.stage);
-    case 'created': return Date.parse(row.created);
     default: return row[key] || '';
   }
 }
@@ -203,7 +215,7 @@ function renderRows() {
 }
 
 // WINDOW_MARGIN is how many rows the list draws above and below those in view.
-const WINDOW_MARGIN = 40;
+const WINDOW_MARGIN = 20;
 
 // drawWindow draws the rows of the list that are in view (and WINDOW_MARGIN either side) between two spacers as
 // tall as the rows above and below them, so that the page scrolls through every row while drawing only a few
@@ -220,19 +232,23 @@ function drawWindow(force = true) {
   if (!force && first === w.first && last === w.last) return;
   w.first = first;
   w.last = last;
-  const spacer = (rows) => {
-    const td = el('td', { colspan: w.cols.length });
-    td.style.height = (rows * h) + 'px';
-    return el('tr', { class: 'spacer', 'aria-hidden': 'true' }, td);
-  };
+  const spacer = () => el('tr', { class: 'spacer', 'aria-hidden': 'true' }, el('td', { colspan: w.cols.length }));
   const trs = w.rows.slice(first, last).map((r) => rowOfList(r, w.cols));
-  body.replaceChildren(spacer(first), ...trs, spacer(w.rows.length - last));
+  const [top, bottom] = [spacer(), spacer()];
+  const size = (h) => {
+    top.firstChild.style.height = (first * h) + 'px';
+    bottom.firstChild.style.height = ((w.rows.length - last) * h) + 'px';
+  };
+  size(h);
+  body.replaceChildren(top, ...trs, bottom);
   sizeBars(body);
   const drawn = trs[0].getBoundingClientRect().height;
   if (drawn > 0 && Math.abs(drawn - h) > 0.5) {
-    // The first draw measures the rows' height, which the spacers take.
+    // The first draw measures the rows' height, which the spacers take. At the top of the list the rows drawn
+    // fill the view whatever their height (the margin): only the spacers change.
     state.rowHeight = drawn;
-    drawWindow();
+    if (first > 0) drawWindow();
+    else size(drawn);
   }
 }
 

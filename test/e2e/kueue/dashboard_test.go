@@ -156,8 +156,12 @@ func listEvents(t *testing.T, p *dashboardPage) func(name string, st stage.Stage
 				if e.Name != "trainjobs" || json.Unmarshal([]byte(e.Data), &l) != nil {
 					continue
 				}
-				for _, r := range l.Items {
-					if r.Name == name && r.Stage == st {
+				rows, err := l.Cells()
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, r := range rows {
+					if r["name"] == name && r["stage"] == string(st) {
 						return
 					}
 				}

@@ -71,9 +71,13 @@ func TestQueuePosition(t *testing.T) {
 	t.Run("dashboard-list", func(t *testing.T) {
 		var l dashboard.TrainJobs
 		p.getJSON(t, "/api/trainjobs", &l)
+		cells, err := l.Cells()
+		if err != nil {
+			t.Fatal(err)
+		}
 		rows := map[string]string{}
-		for _, r := range l.Items {
-			rows[r.Name] = fmt.Sprintf("%s, reason %q, position %q", r.Stage, r.Reason, r.Position)
+		for _, r := range cells {
+			rows[r["name"].(string)] = fmt.Sprintf("%s, reason %q, position %q", r["stage"], r["reason"], r["position"])
 		}
 		for name, want := range map[string]string{
 			next.Name:  fmt.Sprintf("%s, reason %q, position %q", stage.Queued, why, position[next.Name]),

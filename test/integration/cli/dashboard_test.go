@@ -158,16 +158,26 @@ func (p *dashboardPage) sse(t *testing.T, path string) <-chan stack.Event {
 // stageIn is the stage of TrainJob name in a list the dashboard sent, "" when it is not there.
 func stageIn(t *testing.T, data, name string) string {
 	t.Helper()
+	for _, r := range cellsOf(t, data) {
+		if r["name"] == name {
+			return r["stage"].(string)
+		}
+	}
+	return ""
+}
+
+// cellsOf are the rows of a list the dashboard sent, each its cells by the name of their column.
+func cellsOf(t *testing.T, data string) []map[string]any {
+	t.Helper()
 	var l dashboard.TrainJobs
 	if err := json.Unmarshal([]byte(data), &l); err != nil {
 		t.Fatalf("%v: %s", err, data)
 	}
-	for _, r := range l.Items {
-		if r.Name == name {
-			return string(r.Stage)
-		}
+	rows, err := l.Cells()
+	if err != nil {
+		t.Fatalf("%v: %s", err, data)
 	}
-	return ""
+	return rows
 }
 
 // testDashboard serves the dashboard against a real API server c (TestLifecycle's, to start no other): it lists the TrainJobs with list's stages,
@@ -274,16 +284,13 @@ func testDashboard(t *testing.T, c *cluster.Cluster) {
 		// progress is the progress of each batch-N in a pushed list, -1 where it reports none.
 		progress := func(data string) []int32 {
 			t.Helper()
-			var l dashboard.TrainJobs
-			if err := json.Unmarshal([]byte(data), &l); err != nil {
-				t.Fatalf("%v: %s", err, data)
-			}
+			rows := cellsOf(t, data)
 			got := make([]int32, n)
 			for i := range got {
 				got[i] = -1
-				for _, r := range l.Items {
-					if r.Name == tjs[i].Name {
-						got[i] = ptr.Deref(r.Percentage, -1)
+				for _, r := range rows {
+					if pct, ok := r["percentage"].(float64); ok && r["name"] == tjs[i].Name {
+						got[i] = int32(pct)
 					}
 				}
 			}
