@@ -231,6 +231,27 @@ type PendingWorkload struct {
 	PositionInLocalQueue   int32  `json:"positionInLocalQueue"`
 }
 
+// FindPending is the Workload namespace/name among pending, a LocalQueue's pending Workloads as PendingWorkloads
+// reads them, or nil. Kueue (v0.17.0's pending_workloads_lq.go) lists under a LocalQueue the pending Workloads of
+// every namespace's LocalQueue of that name that feeds the same ClusterQueue, in the ClusterQueue's order, and
+// counts their positions in the LocalQueue together: FindPending counts the position in the LocalQueue again,
+// among the Workloads of namespace ahead of it. The position in the ClusterQueue is Kueue's.
+func FindPending(pending []PendingWorkload, namespace, name string) *PendingWorkload {
+	var ahead int32
+	for i := range pending {
+		p := pending[i]
+		if p.Namespace != "" && p.Namespace != namespace {
+			continue
+		}
+		if p.Name == name {
+			p.PositionInLocalQueue = ahead
+			return &p
+		}
+		ahead++
+	}
+	return nil
+}
+
 // PositionPending is where a pending Workload is when Kueue's visibility API does not tell.
 const PositionPending = "pending"
 

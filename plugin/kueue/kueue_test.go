@@ -157,3 +157,34 @@ func TestPreemptor(t *testing.T) {
 		}
 	}
 }
+
+// TestFindPending: a LocalQueue's pending list as Kueue v0.17.0 serves it, with the Workloads of another
+// namespace's LocalQueue of the same name mixed in and counted in the LocalQueue's positions: FindPending counts
+// the position among its own namespace's.
+func TestFindPending(t *testing.T) {
+	pending := func(ns, name string, inCQ, inLQ int32) PendingWorkload {
+		return PendingWorkload{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, LocalQueueName: "gpu",
+			PositionInClusterQueue: inCQ, PositionInLocalQueue: inLQ}
+	}
+	list := []PendingWorkload{pending("b", "other", 0, 0), pending("a", "next", 1, 1), pending("b", "next", 2, 2), pending("a", "later", 3, 3)}
+	for _, tc := range []struct {
+		namespace, name string
+		want            string
+	}{
+		{"a", "next", "1 ahead in ClusterQueue gpu-cq, 0 in LocalQueue gpu"},
+		{"a", "later", "3 ahead in ClusterQueue gpu-cq, 1 in LocalQueue gpu"},
+		{"b", "next", "2 ahead in ClusterQueue gpu-cq, 1 in LocalQueue gpu"},
+		{"a", "gone", ""},
+	} {
+		got := ""
+		if p := FindPending(list, tc.namespace, tc.name); p != nil {
+			got = p.Position("gpu-cq", "gpu")
+		}
+		if got != tc.want {
+			t.Errorf("FindPending(%s/%s): %q, want %q", tc.namespace, tc.name, got, tc.want)
+		}
+	}
+	if list[1].PositionInLocalQueue != 1 {
+		t.Errorf("FindPending changed the list it was given: %+v", list[1])
+	}
+}

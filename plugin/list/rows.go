@@ -145,10 +145,8 @@ func (q *queues) readPositions(ctx context.Context, items []trainer.TrainJob) {
 				if c := wl.ClusterQueue(); c != "" {
 					cq = c
 				}
-				for i := range pending {
-					if pending[i].Name == wl.Name {
-						q.positions[tj.UID] = pending[i].Position(cq, lq.name)
-					}
+				if p := kueue.FindPending(pending, wl.Namespace, wl.Name); p != nil {
+					q.positions[tj.UID] = p.Position(cq, lq.name)
 				}
 			}
 		})

@@ -212,11 +212,7 @@ func fetchQueue(ctx context.Context, kc *kueue.Client, c client.Reader, tj *trai
 	}
 	q.Workloads = wls
 	if q.Workload = kueue.Of(tj, wls); q.Workload != nil {
-		for i := range pending {
-			if pending[i].Name == q.Workload.Name {
-				q.Pending = &pending[i]
-			}
-		}
+		q.Pending = kueue.FindPending(pending, q.Workload.Namespace, q.Workload.Name)
 		q.Nodes = fetchAssignedNodes(ctx, c, q.Workload)
 	}
 	return q, nil

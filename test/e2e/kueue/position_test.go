@@ -10,6 +10,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	trainer "github.com/kubectl-trainjob/kubectl-trainjob/pkg/apis/trainer/v1alpha1"
 	"github.com/kubectl-trainjob/kubectl-trainjob/pkg/stage"
@@ -21,24 +22,34 @@ import (
 
 // TestQueuePosition: two TrainJobs wait behind one that holds every GPU of the ClusterQueue, the one of lower
 // priority behind the other. `status`, the dashboard's list and a TrainJob's page say where each is in its
-// queues, as Kueue's visibility API (served by the local cluster) counts: 0 and 1 ahead, in the ClusterQueue
-// and in the LocalQueue. The page of the running one holds its Jobs, its Workload and its runtime snapshot as
+// queues, as Kueue's visibility API (served by the local cluster) counts: behind another namespace's TrainJob
+// of a higher priority in the ClusterQueue (1 and 2 ahead), 0 and 1 ahead in their own LocalQueue. The page of the running one holds its Jobs, its Workload and its runtime snapshot as
 // YAML besides the TrainJob and the JobSet, and describe-pipeline's table of what each plugin changed.
 func TestQueuePosition(t *testing.T) {
 	ns := queueNamespace(t)
-	low := kueueObject("WorkloadPriorityClass", "", "e2e-low", nil)
-	low.Object["value"] = int64(-10)
-	if err := suite.client.Create(t.Context(), low); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
+	// Kueue orders a ClusterQueue by priority first: the other team's TrainJob, of the default priority, is
+	// ahead of next, which is ahead of later.
+	low, lower := kueueObject("WorkloadPriorityClass", "", "e2e-low", nil), kueueObject("WorkloadPriorityClass", "", "e2e-lower", nil)
+	low.Object["value"], lower.Object["value"] = int64(-10), int64(-20)
+	for _, c := range []*unstructured.Unstructured{low, lower} {
+		if err := suite.client.Create(t.Context(), c); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
 	}
 	blocker := gpuTrainJob(ns, "blocker", "")
 	create(t, blocker)
 	waitRunning(t, blocker)
-	next, later := gpuTrainJob(ns, "next", ""), gpuTrainJob(ns, "later", low.GetName())
-	create(t, next)
-	create(t, later)
+	// Another team's LocalQueue of the same name feeds the same ClusterQueue, and its TrainJob queues first:
+	// it is ahead in the ClusterQueue, not in this namespace's LocalQueue (Kueue v0.17.0's visibility API
+	// counts it there too: docs/kueue.md).
+	team := cluster.NewNamespace(t, suite.client, "kueue-", diagnose)
+	if err := suite.cluster.CreateLocalQueue(t.Context(), team); err != nil {
+		t.Fatal(err)
+	}
+	other := gpuTrainJob(team, "other", "")
+	create(t, other)
 	const why = "insufficient unused quota for nvidia.com/gpu in flavor gpu-node, 16 more needed"
-	for _, tj := range []*trainer.TrainJob{next, later} {
+	waitQueued := func(tj *trainer.TrainJob) {
 		cluster.Eventually(t, tj.Name+"'s Workload queued, not admitted for lack of GPUs", waitTimeout, func(ctx context.Context) error {
 			wl, err := workloadOf(ctx, tj)
 			if err != nil {
@@ -50,9 +61,18 @@ func TestQueuePosition(t *testing.T) {
 			return nil
 		})
 	}
+	waitQueued(other)
+	next, later := gpuTrainJob(ns, "next", low.GetName()), gpuTrainJob(ns, "later", lower.GetName())
+	create(t, next)
+	create(t, later)
+	waitQueued(next)
+	waitQueued(later)
 	position := map[string]string{
-		next.Name:  "0 ahead in ClusterQueue gpu-cq, 0 in LocalQueue gpu",
-		later.Name: "1 ahead in ClusterQueue gpu-cq, 1 in LocalQueue gpu",
+		next.Name:  "1 ahead in ClusterQueue gpu-cq, 0 in LocalQueue gpu",
+		later.Name: "2 ahead in ClusterQueue gpu-cq, 1 in LocalQueue gpu",
+	}
+	if q := summary(t, team, other.Name).Queue; q == nil || q.Position != "0 ahead in ClusterQueue gpu-cq, 0 in LocalQueue gpu" {
+		t.Errorf("status %s/%s -o json: queue %+v, want it first in both queues", team, other.Name, q)
 	}
 
 	t.Run("status", func(t *testing.T) {
