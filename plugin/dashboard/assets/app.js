@@ -59,8 +59,12 @@ function age(t) {
   return d + 'd' + (h % 24 ? (h % 24) + 'h' : '');
 }
 
+// CLOCK writes a date and time as toLocaleString does, made once: toLocaleString makes a formatter at every
+// call, which a table of 1 024 pods pays 1 024 times.
+const CLOCK = new Intl.DateTimeFormat(undefined, { year: 'numeric', month: 'numeric', day: 'numeric', hour: 'numeric', minute: 'numeric', second: 'numeric' });
+
 function clock(t) {
-  return t ? new Date(t).toLocaleString() : '-';
+  return t ? CLOCK.format(new Date(t)) : '-';
 }
 
 // shortClock is t's time of day, with its date only when that is not today's.
@@ -283,7 +287,12 @@ window.addEventListener('resize', scrolled);
 // reads the mark (performance.getEntriesByName) to time the list's first paint and a TrainJob's page.
 function shown(mark) {
   if (performance.getEntriesByName(mark).length) return;
-  requestAnimationFrame(() => setTimeout(() => { if (!performance.getEntriesByName(mark).length) performance.mark(mark); }));
+  afterFrame(() => { if (!performance.getEntriesByName(mark).length) performance.mark(mark); });
+}
+
+// afterFrame calls fn once the next frame is drawn.
+function afterFrame(fn) {
+  requestAnimationFrame(() => setTimeout(fn));
 }
 
 function progressBar(pct) {
@@ -317,7 +326,8 @@ function showTrainJob(namespace, name) {
       renderDetail(namespace, name);
       sampleProgress(data.summary.progress);
       renderProgressCharts();
-      loadMetric(namespace, name, false);
+      // After the frame that draws the page: the ranks' logs are read once it shows.
+      afterFrame(() => loadMetric(namespace, name, false));
     },
     error: (err) => { document.getElementById('detail').replaceChildren(errorBox(err)); },
   });
