@@ -146,6 +146,15 @@ func Better(direction trainer.ObjectiveDirection, a, b float64) bool {
 	return a < b
 }
 
+// RecordedCreated is the count of trials created that oj's
+// TrialsCreatedAnnotation records: 0 when it records none.
+func RecordedCreated(oj *trainer.OptimizationJob) int {
+	if n, err := strconv.Atoi(oj.Annotations[TrialsCreatedAnnotation]); err == nil && n > 0 {
+		return n
+	}
+	return 0
+}
+
 // Search is an OptimizationJob's search as its trials tell it.
 type Search struct {
 	// Created counts the trials created: one more than the highest index
@@ -171,10 +180,7 @@ type Search struct {
 // its name: only those oj controls count (a TrainJob anyone labelled is not
 // a trial).
 func Observe(oj *trainer.OptimizationJob, trials []trainer.TrainJob) *Search {
-	s := &Search{}
-	if n, err := strconv.Atoi(oj.Annotations[TrialsCreatedAnnotation]); err == nil && n > 0 {
-		s.Created = n
-	}
+	s := &Search{Created: RecordedCreated(oj)}
 	byIndex := map[int]*trainer.TrainJob{}
 	for i := range trials {
 		tj := &trials[i]

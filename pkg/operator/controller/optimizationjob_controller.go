@@ -133,7 +133,7 @@ func (r *OptimizationJobReconciler) Reconcile(ctx context.Context, req reconcile
 		return reconcile.Result{}, err
 	}
 	s := optimization.Observe(oj, trials.Items)
-	before := s.Created
+	before := optimization.RecordedCreated(oj)
 	out := r.createTrials(ctx, u, alg, s)
 	report(u, s, out)
 	if err := r.recordCreated(ctx, u, before, s.Created); apierrors.IsConflict(err) {
@@ -254,12 +254,14 @@ func mustIndex(tj *trainer.TrainJob) int {
 }
 
 // recordCreated raises the OptimizationJob's count of created trials to
-// created, when this reconcile created some: it keeps a trial deleted by
-// hand counted even when it was the last one made. The patch fails when the
+// created, when before, the count recorded, is lower: this reconcile created
+// some, or a crash or a conflict kept an earlier one from recording those it
+// made. It keeps a trial deleted by hand counted even when it was the last
+// one made. The patch fails when the
 // OptimizationJob changed since it was read (a conflict); the trials made
 // are counted all the same by their labels.
 func (r *OptimizationJobReconciler) recordCreated(ctx context.Context, u *optimizationUpdate, before, created int) error {
-	if created == before {
+	if created <= before {
 		return nil
 	}
 	patched := u.orig.DeepCopy()

@@ -484,6 +484,41 @@ spec:
 	waitTrials(t, oj, "tune-0", "tune-2", "tune-3")
 }
 
+// TestOptimizationJobCountCatchesUp: the count of trials created
+// (TrialsCreatedAnnotation) behind the trials that exist, as a crash or a
+// conflict between a trial's create and the count's patch leaves it, is
+// raised to the trials' count by the next reconcile: otherwise the last trial,
+// deleted by hand, would be made again.
+func TestOptimizationJobCountCatchesUp(t *testing.T) {
+	ns := cluster.NewNamespace(t, env.Client, "test-", nil)
+	createTrainingRuntime(t, ns, "torch", torchSpec())
+	oj := optimizationJobYAML(t, ns, `
+metadata: {name: tune}
+spec:
+  objectives: [{metric: accuracy, direction: Maximize}]
+  parameters: [{name: lr, searchSpace: {uniform: {min: "0.1", max: "1"}}}]
+  numTrials: 4
+  parallelTrials: 2
+  trainJobTemplate: {spec: {runtimeRef: {name: torch, kind: TrainingRuntime}}}`)
+	create(t, oj)
+	waitTrials(t, oj, "tune-0", "tune-1")
+	counted := func(n string) func(*trainer.OptimizationJob) error {
+		return func(oj *trainer.OptimizationJob) error {
+			if got := oj.Annotations[optimization.TrialsCreatedAnnotation]; got != n {
+				return fmt.Errorf("annotation %s = %q, want %s", optimization.TrialsCreatedAnnotation, got, n)
+			}
+			return nil
+		}
+	}
+	got := optimizationJobMatches(t, oj, "2 trials counted", counted("2"))
+	behind := got.DeepCopy()
+	behind.Annotations[optimization.TrialsCreatedAnnotation] = "1"
+	if err := env.Client.Patch(t.Context(), behind, client.MergeFrom(got)); err != nil {
+		t.Fatal(err)
+	}
+	optimizationJobMatches(t, oj, "the count raised again to the 2 trials", counted("2"))
+}
+
 // TestOptimizationJobForeignTrainJobs: TrainJobs that carry an
 // OptimizationJob's labels but that it does not control are not trials:
 // one with a trial's index is not counted, one holding the next trial's
