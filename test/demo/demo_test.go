@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -26,6 +27,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
+	"github.com/kubectl-trainjob/kubectl-trainjob/plugin/dashboard"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/cluster"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/images/sgd"
 	"github.com/kubectl-trainjob/kubectl-trainjob/test/stack"
@@ -121,10 +123,23 @@ func dashboardAnswers(ctx context.Context, out, dashboardURL string) error {
 	}
 	u, _ := url.Parse(dashboardURL)
 	list, err := stack.Get(ctx, hc, u.Scheme+"://"+u.Host+"/api/trainjobs")
-	if err != nil || !strings.Contains(string(list), `"name":"`+trainJobName+`"`) {
-		return fmt.Errorf("GET the dashboard's /api/trainjobs with the token's cookie: %v; want TrainJob %s:\n%s", err, trainJobName, list)
+	if err != nil {
+		return fmt.Errorf("GET the dashboard's /api/trainjobs with the token's cookie: %v\n%s", err, list)
 	}
-	return nil
+	var l dashboard.TrainJobs
+	if err := json.Unmarshal(list, &l); err != nil {
+		return fmt.Errorf("the dashboard's /api/trainjobs: %v\n%s", err, list)
+	}
+	rows, err := l.Cells()
+	if err != nil {
+		return fmt.Errorf("the dashboard's /api/trainjobs: %v\n%s", err, list)
+	}
+	for _, r := range rows {
+		if r["name"] == trainJobName {
+			return nil
+		}
+	}
+	return fmt.Errorf("the dashboard's /api/trainjobs lacks TrainJob %s:\n%s", trainJobName, list)
 }
 
 // searchTrialLine is a trial of the demo's search as the demo prints it when the trial ends: its name, the
