@@ -435,13 +435,11 @@ func wantOptimizationEvents(t testing.TB, oj *trainer.OptimizationJob, want ...e
 	})
 }
 
-// TestOptimizationJobRestart: the search is read back from the API server,
-// not from memory: a trial that ends and one deleted by hand while no
-// operator runs are counted when it comes back (the deleted one, the last
-// created, is not created again), and the next trials continue the same
-// sequence (the seed is the OptimizationJob's UID's). Maximize picks the
-// highest value.
-func TestOptimizationJobRestart(t *testing.T) {
+// tuneTwoOfFour creates OptimizationJob tune in a namespace of its own: 4
+// trials of a learning rate, 2 at a time, maximizing accuracy; and waits for
+// its first two trials.
+func tuneTwoOfFour(t *testing.T) (string, *trainer.OptimizationJob) {
+	t.Helper()
 	ns := cluster.NewNamespace(t, env.Client, "test-", nil)
 	createTrainingRuntime(t, ns, "torch", torchSpec())
 	oj := optimizationJobYAML(t, ns, `
@@ -454,6 +452,17 @@ spec:
   trainJobTemplate: {spec: {runtimeRef: {name: torch, kind: TrainingRuntime}}}`)
 	create(t, oj)
 	waitTrials(t, oj, "tune-0", "tune-1")
+	return ns, oj
+}
+
+// TestOptimizationJobRestart: the search is read back from the API server,
+// not from memory: a trial that ends and one deleted by hand while no
+// operator runs are counted when it comes back (the deleted one, the last
+// created, is not created again), and the next trials continue the same
+// sequence (the seed is the OptimizationJob's UID's). Maximize picks the
+// highest value.
+func TestOptimizationJobRestart(t *testing.T) {
+	ns, oj := tuneTwoOfFour(t)
 	want := expectedAssignments(t, oj, optimization.Seed(oj.UID), 4)
 
 	// The operator stops with its TrainJob controller idle: a request left in
@@ -490,18 +499,7 @@ spec:
 // raised to the trials' count by the next reconcile: otherwise the last trial,
 // deleted by hand, would be made again.
 func TestOptimizationJobCountCatchesUp(t *testing.T) {
-	ns := cluster.NewNamespace(t, env.Client, "test-", nil)
-	createTrainingRuntime(t, ns, "torch", torchSpec())
-	oj := optimizationJobYAML(t, ns, `
-metadata: {name: tune}
-spec:
-  objectives: [{metric: accuracy, direction: Maximize}]
-  parameters: [{name: lr, searchSpace: {uniform: {min: "0.1", max: "1"}}}]
-  numTrials: 4
-  parallelTrials: 2
-  trainJobTemplate: {spec: {runtimeRef: {name: torch, kind: TrainingRuntime}}}`)
-	create(t, oj)
-	waitTrials(t, oj, "tune-0", "tune-1")
+	_, oj := tuneTwoOfFour(t)
 	counted := func(n string) func(*trainer.OptimizationJob) error {
 		return func(oj *trainer.OptimizationJob) error {
 			if got := oj.Annotations[optimization.TrialsCreatedAnnotation]; got != n {
