@@ -48,6 +48,7 @@ func TestFullProfile(t *testing.T) {
 	t.Run("SIM_IMAGE_PULL_ERROR leaves the pod Pending in ImagePullBackOff", s.imagePullError)
 	t.Run("SIM_EVICT has the kubelet evict the pod", s.evicted)
 	t.Run("SIM_INDEXES limits the knobs to some completion indexes", s.someIndexes)
+	t.Run("KWOK killed is started again and runs the pods created after", s.kwokKilled)
 }
 
 type suite struct {
@@ -534,6 +535,16 @@ func podCondition(p *corev1.Pod, typ corev1.PodConditionType) *corev1.PodConditi
 // gpuToleratedAtAdmission: the API server runs ExtendedResourceToleration, as GPU clusters do, so a pod that
 // requests nvidia.com/gpu and tolerates nothing is stored with the toleration of the GPU taint and runs on a
 // GPU node.
+// kwokKilled: KWOK, which plays every fake node's kubelet, dies (KWOK v0.8.0 can at its start, of a race in a
+// library) and is started again, as a kubelet restarts a crashed static pod; the pods created after run.
+func (s *suite) kwokKilled(t *testing.T) {
+	ns := s.namespace(t)
+	if err := s.c.KillComponent(t.Context(), "kwok"); err != nil {
+		t.Fatal(err)
+	}
+	s.createRunning(t, simPod(ns, "after-kwok-died", corev1.RestartPolicyNever))
+}
+
 func (s *suite) gpuToleratedAtAdmission(t *testing.T) {
 	ns := s.namespace(t)
 	gpus := corev1.ResourceList{cluster.GPUResource: resource.MustParse("8")}

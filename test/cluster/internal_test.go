@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -294,5 +295,76 @@ func TestFreePortRange(t *testing.T) {
 				t.Errorf("freePortRange() = %d, %d, %v; want %d, %d, error %v", first, last, err, tc.first, tc.last, tc.err)
 			}
 		})
+	}
+}
+
+// TestProcessRestarts: a component that exits on its own is started again, as the kubelet restarts a static
+// pod's container, until restartLimit restarts; then exited says so. One that is stopped is not started again.
+func TestProcessRestarts(t *testing.T) {
+	backoff := restartBackoff
+	restartBackoff = 10 * time.Millisecond
+	t.Cleanup(func() { restartBackoff = backoff })
+	dir := t.TempDir()
+	c := &Cluster{LogDir: dir}
+
+	// Each start of the component appends a line to starts, then runs until killed.
+	starts := filepath.Join(dir, "starts")
+	p, err := c.startProcess("sleeper", "/bin/sh", []string{"-c", "echo started >> " + starts + "; exec sleep 600"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.stop() })
+	waitStarts := func(want int) {
+		t.Helper()
+		if err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+			data, _ := os.ReadFile(starts)
+			return strings.Count(string(data), "started") == want, nil
+		}); err != nil {
+			data, _ := os.ReadFile(starts)
+			t.Fatalf("starts of the component: %q, want %d", data, want)
+		}
+	}
+	waitStarts(1)
+	for i := 1; i <= restartLimit; i++ {
+		if err := c.KillComponent(t.Context(), "sleeper"); err != nil {
+			t.Fatal(err)
+		}
+		waitStarts(1 + i)
+		if err := p.exited(); err != nil {
+			t.Fatalf("after %d kills: %v, want the component running again", i, err)
+		}
+	}
+	if err := c.KillComponent(t.Context(), "sleeper"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("killed a %d-th time: still not given up", restartLimit+1)
+	}
+	if err := p.exited(); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("after %d restarts", restartLimit)) {
+		t.Errorf("exited() = %v, want it to name the %d restarts", err, restartLimit)
+	}
+	log, err := os.ReadFile(filepath.Join(dir, "sleeper.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("# restart %d of %d", restartLimit, restartLimit); !strings.Contains(string(log), want) {
+		t.Errorf("the component's log lacks %q:\n%s", want, log)
+	}
+
+	// Stopped, it stays stopped.
+	q, err := c.startProcess("stopped", "/bin/sh", []string{"-c", "exec sleep 600"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.stop(); err != nil {
+		t.Fatal(err)
+	}
+	q.mu.Lock()
+	restarts := q.restarts
+	q.mu.Unlock()
+	if restarts != 0 || q.exited() == nil {
+		t.Errorf("a stopped component: %d restarts, exited() = %v; want 0 and an error", restarts, q.exited())
 	}
 }

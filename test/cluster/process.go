@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -23,33 +24,75 @@ import (
 // stopTimeout is how long a component may take to exit after SIGTERM before it is killed.
 const stopTimeout = 10 * time.Second
 
+// restartLimit is how many times startProcess starts a control-plane component again that exited on its own,
+// as the kubelet restarts a static pod's container (restartPolicy Always), the first time after restartBackoff
+// and then after twice as long each time. A component dies in a real cluster too — KWOK v0.8.0 at times at its
+// start, of a race in a library it uses (fatal error: concurrent map writes, in easycel's type registry) — and
+// what the cluster runs must not be lost for good with it; one that keeps exiting fails the cluster's checks
+// (waitUntil) once it has been started restartLimit times more, its log saying every exit.
+const restartLimit = 3
+
+// restartBackoff is the wait before the first restart (a variable for the tests).
+var restartBackoff = time.Second
+
 // process is one component the cluster started and must stop.
 type process struct {
 	name string
-	cmd  *exec.Cmd
-	done chan struct{} // closed once the process has exited
-	err  error         // how it exited; read only after done is closed
+	done chan struct{} // closed once the process has exited for good
+	err  error         // how it last exited; read only after done is closed
+
+	// respawn starts the component again (nil: it is not restarted); the n-th restart is told n.
+	respawn  func(n int) (*exec.Cmd, error)
+	stopping chan struct{} // closed by stop: no more restarts
+
+	mu       sync.Mutex
+	cmd      *exec.Cmd // the running process
+	restarts int
+	stopped  bool
 }
 
 // startProcess starts a component in its own process group (so a Ctrl-C meant for its parent does not reach it
-// before Stop does), with its output in LogDir/<name>.log. It gets SIGKILL when the process that started it
-// dies, so no component outlives a crashed or killed test. (Linux sends that signal when the starting OS thread
-// exits; the Go runtime keeps its threads unless a goroutine exits while locked to one.)
+// before Stop does), with its output in LogDir/<name>.log, and starts it again when it exits on its own
+// (restartLimit). It gets SIGKILL when the process that started it dies, so no component outlives a crashed or
+// killed test. (Linux sends that signal when the starting OS thread exits; the Go runtime keeps its threads
+// unless a goroutine exits while locked to one.)
 func (c *Cluster) startProcess(name, binary string, args, env []string) (*process, error) {
 	out, err := c.openLog(name)
 	if err != nil {
 		return nil, err
 	}
-	p, err := startLogged(out, name, binary, args, env)
+	logPath := out.Name()
+	cmd, err := startCommand(out, name, binary, args, env)
 	if err != nil {
 		return nil, err
 	}
+	p := newProcess(name, cmd, func(n int) (*exec.Cmd, error) {
+		out, err := os.OpenFile(logPath, os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			return nil, fmt.Errorf("restart %s: %w", name, err)
+		}
+		if _, err := fmt.Fprintf(out, "# restart %d of %d\n", n, restartLimit); err != nil {
+			out.Close()
+			return nil, err
+		}
+		return startCommand(out, name, binary, args, env)
+	})
 	c.procs = append(c.procs, p)
 	return p, nil
 }
 
-// startLogged starts a component as startProcess does, writing its output to out, which it closes.
+// startLogged starts a component as startProcess does, writing its output to out, which it closes; it is not
+// started again when it exits (the real node's programs, whose exit a test watches).
 func startLogged(out *os.File, name, binary string, args, env []string) (*process, error) {
+	cmd, err := startCommand(out, name, binary, args, env)
+	if err != nil {
+		return nil, err
+	}
+	return newProcess(name, cmd, nil), nil
+}
+
+// startCommand starts binary in its own process group, with its output written to out, which it closes.
+func startCommand(out *os.File, name, binary string, args, env []string) (*exec.Cmd, error) {
 	defer out.Close() // the child has its own copy
 
 	cmd := exec.Command(binary, args...)
@@ -62,15 +105,61 @@ func startLogged(out *os.File, name, binary string, args, env []string) (*proces
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	p := &process{name: name, cmd: cmd, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
-	return p, nil
+	return cmd, nil
 }
 
-// exited returns an error if the process has already exited, nil while it runs.
+// newProcess watches cmd, which has started, and starts it again with respawn (when not nil) each time it
+// exits on its own, up to restartLimit times.
+func newProcess(name string, cmd *exec.Cmd, respawn func(n int) (*exec.Cmd, error)) *process {
+	p := &process{name: name, cmd: cmd, respawn: respawn, done: make(chan struct{}), stopping: make(chan struct{})}
+	go p.supervise()
+	return p
+}
+
+// supervise waits for the running process to exit and, unless it was stopped or has been restarted
+// restartLimit times, starts it again after the backoff.
+func (p *process) supervise() {
+	defer close(p.done)
+	for {
+		p.mu.Lock()
+		cmd := p.cmd
+		p.mu.Unlock()
+		p.err = cmd.Wait()
+
+		p.mu.Lock()
+		n := p.restarts + 1
+		if p.respawn == nil || p.stopped || n > restartLimit {
+			if p.respawn != nil && n > restartLimit {
+				p.err = fmt.Errorf("%w, after %d restarts", p.err, p.restarts)
+			}
+			p.mu.Unlock()
+			return
+		}
+		p.restarts = n
+		p.mu.Unlock()
+
+		select {
+		case <-p.stopping:
+			return
+		case <-time.After(restartBackoff << (n - 1)):
+		}
+		p.mu.Lock()
+		if p.stopped {
+			p.mu.Unlock()
+			return
+		}
+		next, err := p.respawn(n)
+		if err != nil {
+			p.err = err
+			p.mu.Unlock()
+			return
+		}
+		p.cmd = next
+		p.mu.Unlock()
+	}
+}
+
+// exited returns an error if the process has exited for good, nil while it runs or is being restarted.
 func (p *process) exited() error {
 	select {
 	case <-p.done:
@@ -80,12 +169,20 @@ func (p *process) exited() error {
 	}
 }
 
-// stop sends SIGTERM to the process group, and SIGKILL if it has not exited within stopTimeout.
+// stop sends SIGTERM to the process group, and SIGKILL if it has not exited within stopTimeout; it is not
+// started again.
 func (p *process) stop() error {
+	p.mu.Lock()
+	if !p.stopped {
+		p.stopped = true
+		close(p.stopping)
+	}
+	cmd := p.cmd
+	p.mu.Unlock()
 	if p.exited() != nil {
 		return nil
 	}
-	pgid := -p.cmd.Process.Pid
+	pgid := -cmd.Process.Pid
 	if err := syscall.Kill(pgid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return fmt.Errorf("stop %s: %w", p.name, err)
 	}
@@ -99,6 +196,29 @@ func (p *process) stop() error {
 	}
 	<-p.done
 	return fmt.Errorf("%s did not exit within %v of SIGTERM and was killed", p.name, stopTimeout)
+}
+
+// KillComponent kills a component this package started (kube-controller-manager, kube-scheduler, kwok, jobset,
+// kueue) with SIGKILL, as a crash or the OOM killer would, and returns once it has exited; it is started again
+// (restartLimit).
+func (c *Cluster) KillComponent(ctx context.Context, name string) error {
+	for _, p := range c.procs {
+		if p.name != name {
+			continue
+		}
+		p.mu.Lock()
+		cmd, restarts := p.cmd, p.restarts
+		p.mu.Unlock()
+		if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); err != nil {
+			return fmt.Errorf("kill %s: %w", name, err)
+		}
+		return wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, stopTimeout, true, func(context.Context) (bool, error) {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			return p.restarts > restarts || p.exited() != nil, nil
+		})
+	}
+	return fmt.Errorf("no component %q: the cluster runs %v", name, c.components)
 }
 
 // openLog creates (or truncates) LogDir/<name>.log.
