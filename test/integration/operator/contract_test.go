@@ -540,6 +540,9 @@ func TestFinishedNeverSuspended(t *testing.T) {
 // operator's first look at it is with a fresh cache.
 func restartOperator(t *testing.T, down func()) {
 	t.Helper()
+	// The status server's standby is behind the same Lease: it would take it while the operator is down, and
+	// the restarted one would never lead.
+	stopStandby(t)
 	if err := op.Stop(); err != nil {
 		t.Logf("the operator stopped with %v", err)
 	}

@@ -59,6 +59,41 @@ func statusServerReplica(t *testing.T) *optest.Operator {
 	return standby
 }
 
+// stopStandby stops the standby of statusServerReplica, if it runs, so
+// that it does not take the Lease while the package's operator is restarted
+// (restartOperator); the next test that needs it starts another.
+func stopStandby(t *testing.T) {
+	t.Helper()
+	if standby != nil {
+		if err := standby.Stop(); err != nil {
+			t.Logf("the status server's standby stopped with %v", err)
+		}
+	}
+	standbyOnce, standby, standbyErr = sync.Once{}, nil, nil
+}
+
+// TestRestartWithStandbyUp: the package's operator, restarted while the
+// status server's standby replica runs, leads again. The standby reconciles
+// with the TrainJobStatus gate on: had it taken the Lease while the operator
+// was down (a loaded CI's restart lost the race to it), every later test
+// would have seen its JobSets and waited on the wrong replica's metrics.
+func TestRestartWithStandbyUp(t *testing.T) {
+	replica := statusServerReplica(t)
+	restartOperator(t, func() {
+		optest.Eventually(t, "the standby is stopped or leads", func(context.Context) error {
+			select {
+			case <-replica.Done():
+				return nil
+			case <-replica.Elected():
+				return nil
+			default:
+				return errors.New("the standby runs and does not lead")
+			}
+		})
+	})
+	statusServerReplica(t) // another standby, behind the restarted operator
+}
+
 // ownStatusServerReplica starts a standby operator like
 // statusServerReplica's for test t alone, and stops it when t ends: its
 // token-review budget is spent by t's reports only, as a test of that
