@@ -333,7 +333,7 @@ func TestReadQueues(t *testing.T) {
 }
 
 // inTreeRuntimeDefaults reads the runtimes of runtimeReader and sizes TrainJobs with the in-tree pipeline.
-func inTreeRuntimeDefaults(t *testing.T) *runtimeDefaults {
+func inTreeRuntimeDefaults(t testing.TB) *runtimeDefaults {
 	t.Helper()
 	fw, err := (&cmdutil.Pipeline{}).Framework(t.Context(), &dryrun.Inputs{})
 	if err != nil {

@@ -65,7 +65,7 @@ func TestGPUsAgreeWithRender(t *testing.T) {
 			if js == nil {
 				t.Fatal("render built no JobSet")
 			}
-			_, gpus := cells(context.Background(), fw, nil, tj, res.Runtime)
+			_, gpus, _ := cells(context.Background(), fw, nil, tj, res.Runtime)
 			if want := strconv.FormatInt(jobSetGPUs(js), 10); gpus != want {
 				t.Errorf("list shows GPUS %s, the JobSet render builds asks for %s", gpus, want)
 			}
