@@ -3,6 +3,7 @@ package cmdutil
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -40,6 +41,10 @@ type Watch struct {
 	Transform cache.TransformFunc
 	// Synced, when set, is called once every object of the first list has been reported.
 	Synced func()
+	// Listed, when set, is called once the first list is over: every object of it reported (after Synced), or
+	// the list failed. A watch refused (Forbidden) has then stopped and told handle so; one that failed
+	// otherwise goes on trying, and reports what its next list holds as added.
+	Listed func()
 }
 
 // StripManagedFields is a Watch's Transform that drops the objects' managedFields, often the larger part of
@@ -124,13 +129,19 @@ func (w Watch) Start(ctx context.Context, c client.WithWatch, handle func(Event)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	var refused atomic.Pointer[error]
+	listed := sync.OnceFunc(func() {})
+	if w.Listed != nil {
+		listed = sync.OnceFunc(w.Listed)
+	}
 	inf := cache.NewSharedIndexInformerWithOptions(lister, w.Object, cache.SharedIndexInformerOptions{})
 	if err := inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
 		if apierrors.IsForbidden(err) {
 			refused.CompareAndSwap(nil, &err)
-			cancel()
+			cancel() // listed once handle is told
+			return
 		}
 		// Anything else is retried by the informer, with back-off; the commands print nothing about it.
+		listed()
 	}); err != nil {
 		cancel()
 		return nil, err
@@ -150,19 +161,21 @@ func (w Watch) Start(ctx context.Context, c client.WithWatch, handle func(Event)
 		cancel()
 		return nil, err
 	}
-	if w.Synced != nil {
-		go func() {
-			select {
-			case <-reg.HasSyncedChecker().Done():
+	go func() {
+		select {
+		case <-reg.HasSyncedChecker().Done():
+			if w.Synced != nil {
 				w.Synced()
-			case <-ctx.Done():
 			}
-		}()
-	}
+			listed()
+		case <-ctx.Done():
+		}
+	}()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		defer cancel()
+		defer listed()
 		inf.RunWithContext(ctx)
 		if err := refused.Load(); err != nil {
 			handle(Event{Err: fmt.Errorf("watch of %s: %w", gvk.Kind, *err)})
@@ -217,6 +230,11 @@ func deliver(handle func(Event), obj any, deleted bool) {
 
 // Changes signals on the returned channel whenever a watched object changes, and every resync (when it is not
 // 0), until ctx ends. Signals that come while one is pending are one: a command reads everything again anyway.
+//
+// It returns once every watch has listed what it watches, or failed to (Watch.Listed), with no signal for
+// what they listed: a read made after it sees at least what the watches listed (or the error that stopped
+// them), and every later change signals. A command thus reads once what has not changed, rather than once and
+// again when the watches' first lists come in; a watch refused does not hold the read back.
 func Changes(ctx context.Context, c client.WithWatch, resync time.Duration, watches ...Watch) (<-chan struct{}, error) {
 	changes := make(chan struct{}, 1)
 	notify := func(Event) {
@@ -225,10 +243,26 @@ func Changes(ctx context.Context, c client.WithWatch, resync time.Duration, watc
 		default:
 		}
 	}
+	var listing sync.WaitGroup
 	for _, w := range watches {
+		listing.Add(1)
+		w.Listed = listing.Done
 		if _, err := w.Start(ctx, c, notify); err != nil {
 			return nil, err
 		}
+	}
+	listed := make(chan struct{})
+	go func() {
+		listing.Wait()
+		close(listed)
+	}()
+	select {
+	case <-listed:
+	case <-ctx.Done():
+	}
+	select { // what the first lists reported: the caller reads it now
+	case <-changes:
+	default:
 	}
 	if resync > 0 {
 		go func() {

@@ -64,6 +64,8 @@ type DashboardOptions struct {
 	// Resync is how often the page is pushed again while nothing changes (Resync); tests make it long, so that
 	// only the watches can bring a change in time.
 	Resync time.Duration
+	// Batch is how long a page's changes are gathered into one push (Batch).
+	Batch time.Duration
 	// OpenURL opens the page in the user's browser (--open); tests replace it.
 	OpenURL func(url string) error
 	// MemoryLimit is the soft limit Run sets on the process's Go memory (debug.SetMemoryLimit) unless GOMEMLIMIT
@@ -76,7 +78,7 @@ var _ cmdutil.Command = (*DashboardOptions)(nil)
 
 // NewDashboardOptions returns options writing to streams.
 func NewDashboardOptions(streams cmdutil.Streams) *DashboardOptions {
-	return &DashboardOptions{Streams: streams, Address: "127.0.0.1", Clock: clock.RealClock{}, Resync: Resync, OpenURL: openBrowser}
+	return &DashboardOptions{Streams: streams, Address: "127.0.0.1", Clock: clock.RealClock{}, Resync: Resync, Batch: Batch, OpenURL: openBrowser}
 }
 
 // NewCmdDashboard is `kubectl trainjob dashboard` with the in-tree pipeline plugins.
@@ -180,7 +182,7 @@ func (o *DashboardOptions) Run(ctx context.Context) error {
 		return fmt.Errorf("listen on %s port %d: %w", o.Address, o.Port, err)
 	}
 	s := &Server{Token: rand.Text(), AllowWrites: o.AllowWrites, Namespace: o.Namespace, Client: o.Client,
-		Kueue: o.Kueue, Logs: o.Logs, Rows: list.NewRows(o.Client, fw).InQueues(o.Kueue, o.Namespace), Pipeline: &o.Pipeline, Clock: o.Clock, Resync: o.Resync}
+		Kueue: o.Kueue, Logs: o.Logs, Rows: list.NewRows(o.Client, fw).InQueues(o.Kueue, o.Namespace), Pipeline: &o.Pipeline, Clock: o.Clock, Resync: o.Resync, Batch: o.Batch}
 	if err := s.Start(ctx); err != nil {
 		return err
 	}

@@ -66,8 +66,9 @@ const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 
 // readOnlyMessage answers a write, or a delete's listing, without --allow-writes.
 const readOnlyMessage = "the dashboard is read-only: start it with --allow-writes to suspend, resume, delete and rerun TrainJobs"
 
-// batch gathers a burst of changes (a watch's first list, a pod's several updates) into one push.
-const batch = 200 * time.Millisecond
+// Batch is how long a page's changes are gathered into one push: a pod's several updates, several TrainJobs
+// changed at once.
+const Batch = 200 * time.Millisecond
 
 // Resync is how often the page is pushed again while nothing changes, so that ages and durations move.
 const Resync = 30 * time.Second
@@ -93,6 +94,8 @@ type Server struct {
 	Clock    clock.PassiveClock
 	// Resync is how often the page is pushed again while nothing changes (Resync); 0 is never.
 	Resync time.Duration
+	// Batch is how long changes are gathered into one push (Batch); 0 pushes each at once.
+	Batch time.Duration
 
 	// cache is the watch of the TrainJobs every page reads (Start); nil lists them at every read.
 	cache *trainJobCache
@@ -845,7 +848,9 @@ func (s *Server) watchTrainJob(w http.ResponseWriter, r *http.Request) {
 }
 
 // push writes read's value as event name at once and after each change of watches, with the CLI's one
-// watcher (cmdutil.Changes); changes that come together are pushed once.
+// watcher (cmdutil.Changes); changes that come together are pushed once. The first read waits for the
+// watches' first lists (a refused watch does not hold it back), so that what they list is no change: a page
+// that does not change is read and drawn once.
 func (s *Server) push(w http.ResponseWriter, r *http.Request, event string, watches []cmdutil.Watch, read func(context.Context) (any, error)) {
 	flusher, ok := w.(http.Flusher)
 	if !ok {
@@ -886,7 +891,7 @@ func (s *Server) push(w http.ResponseWriter, r *http.Request, event string, watc
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(batch):
+		case <-time.After(s.Batch):
 		}
 	}
 }

@@ -107,8 +107,7 @@ func testDashboardInBrowser(t *testing.T, c *cluster.Cluster) {
 		chromedp.WaitVisible(chromedp.CSS(`#detail .title .stage[data-stage="Failed"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#first-failure`)),
 		chromedp.WaitVisible(chromedp.CSS(`.ranks .cell.pod-failed`)))
-	// Polled: the page draws again once the server's watches of the TrainJob's pods and Events have listed
-	// them, and a card read in between is one being replaced.
+	// Polled: any push (a resync) draws the page again, and a card read in between is one being replaced.
 	inBrowser(t, ctx, browser, `the first failure card with "OOMKilled", "137" and "gpu-node-2"`, chromedp.Poll[bool](
 		`(() => { const t = (document.querySelector("#first-failure") || {}).innerText || "";
 			return ["OOMKilled", "137", "gpu-node-2"].every((w) => t.includes(w)); })()`))

@@ -273,6 +273,46 @@ func testDashboard(t *testing.T, c *cluster.Cluster) {
 		}
 	})
 
+	// A TrainJob's page that does not change is read and pushed once: what the server's watches of the
+	// TrainJob, its pods and the Events first list is no change. The push after the first is that of a change
+	// made after it (the barrier): pushing each change at once, a second read for what the watches first listed
+	// would come before it, without the change.
+	t.Run("pushed-once", func(t *testing.T) {
+		runningTrainJob(f, "steady")
+		immediate := func(fc cmdutil.Factory, s cmdutil.Streams) *cobra.Command {
+			o := dashboard.NewDashboardOptions(s)
+			o.Batch = 0
+			return dashboard.NewCmdDashboardWithOptions(fc, o)
+		}
+		at, _ := startDashboardCmd(t, cmdutil.NewFactory(), immediate, kube...)
+		events := at.sse(t, "/api/watch/"+f.ns+"/steady")
+		next := func(what string) dashboard.TrainJob {
+			t.Helper()
+			select {
+			case e := <-events:
+				var got dashboard.TrainJob
+				if err := json.Unmarshal([]byte(e.Data), &got); e.Name != "trainjob" || err != nil {
+					t.Fatalf("%s: event %s %v: %s; want the TrainJob's page", what, e.Name, err, e.Data)
+				}
+				return got
+			case <-time.After(time.Minute):
+				t.Fatalf("%s: no push within a minute", what)
+			}
+			return dashboard.TrainJob{}
+		}
+		if first := next("the first push"); strings.Contains(first.TrainJobYAML, "barrier") {
+			t.Fatalf("the first push holds the barrier, not yet made:\n%s", first.TrainJobYAML)
+		}
+		steady := f.get("steady")
+		steady.Annotations = map[string]string{"barrier": "made after the first push"}
+		if err := f.c.Update(t.Context(), steady); err != nil {
+			t.Fatal(err)
+		}
+		if second := next("the push after the barrier"); !strings.Contains(second.TrainJobYAML, "barrier: made after the first push") {
+			t.Errorf("the push after the first lacks the change made after it: a second push of a TrainJob that did not change:\n%s", second.TrainJobYAML)
+		}
+	})
+
 	// Changes that come together are pushed once: several TrainJobs changed at once never show half changed.
 	t.Run("updates-batched", func(t *testing.T) {
 		const n = 8

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -91,13 +92,13 @@ func TestWatch(t *testing.T) {
 			t.Errorf("events before after's deletion: %v; want none", before)
 		}
 	})
+	cfg := rest.CopyConfig(c.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "nobody"}
+	nobody, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Run("a kind the user may not watch: told once, then stopped", func(t *testing.T) {
-		cfg := rest.CopyConfig(c.Config)
-		cfg.Impersonate = rest.ImpersonationConfig{UserName: "nobody"}
-		nobody, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme.New()})
-		if err != nil {
-			t.Fatal(err)
-		}
 		var got []cmdutil.Event
 		done, err := cmdutil.Watch{Object: &trainer.TrainJob{}, Namespace: f.ns}.Start(t.Context(), nobody, func(e cmdutil.Event) { got = append(got, e) })
 		if err != nil {
@@ -112,4 +113,60 @@ func TestWatch(t *testing.T) {
 			t.Errorf("events %+v; want one, with a Forbidden error", got)
 		}
 	})
+	// Changes returns once its watches have listed, with no signal for what they listed: a command that reads
+	// after it reads what has not changed once, and a change after it signals.
+	t.Run("Changes: once listed, no signal for the first list", func(t *testing.T) {
+		f.trainJob("listed", 1, false)
+		lists := &listsDone{WithWatch: wc}
+		changes, err := cmdutil.Changes(t.Context(), lists, 0,
+			cmdutil.Watch{Object: &trainer.TrainJob{}, Namespace: f.ns, Transform: cmdutil.StripManagedFields})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lists.done.Load() == 0 {
+			t.Error("Changes returned before its watch had listed the TrainJobs")
+		}
+		select {
+		case <-changes:
+			t.Error("a change was signalled for what the watch first listed")
+		default:
+		}
+		f.trainJob("changed", 1, false)
+		select {
+		case <-changes:
+		case <-time.After(30 * time.Second):
+			t.Fatal("no change signalled within 30s of a TrainJob created")
+		}
+	})
+	t.Run("Changes: a watch the user may not list does not hold it back", func(t *testing.T) {
+		returned := make(chan (<-chan struct{}), 1)
+		go func() {
+			changes, err := cmdutil.Changes(t.Context(), nobody, 0, cmdutil.Watch{Object: &trainer.TrainJob{}, Namespace: f.ns})
+			if err != nil {
+				t.Error(err)
+			}
+			returned <- changes
+		}()
+		select {
+		case changes := <-returned:
+			select {
+			case <-changes:
+				t.Error("a change was signalled for the refused watch: the read that follows says it")
+			default:
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("Changes with a watch refused did not return within 30s")
+		}
+	})
+}
+
+// listsDone is a client that counts the lists it has answered.
+type listsDone struct {
+	client.WithWatch
+	done atomic.Int32
+}
+
+func (c *listsDone) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	defer c.done.Add(1)
+	return c.WithWatch.List(ctx, list, opts...)
 }
