@@ -94,7 +94,8 @@ func (w Watch) Start(ctx context.Context, c client.WithWatch, handle func(Event)
 	}
 	opts := append([]client.ListOption{client.InNamespace(w.Namespace)}, w.Options...)
 	with := func(raw *metav1.ListOptions) []client.ListOption {
-		return append(append([]client.ListOption{}, opts...), &client.ListOptions{Raw: raw})
+		// A list's limit and continue token go in controller-runtime's own options: it sets Raw's from them.
+		return append(append([]client.ListOption{}, opts...), &client.ListOptions{Raw: raw, Limit: raw.Limit, Continue: raw.Continue})
 	}
 	skipFirstList := atomic.Bool{}
 	skipFirstList.Store(w.From != "")

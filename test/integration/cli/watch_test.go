@@ -2,11 +2,16 @@ package cli
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -160,13 +165,58 @@ func TestWatch(t *testing.T) {
 	})
 }
 
-// listsDone is a client that counts the lists it has answered.
+// listsDone is a client that counts the lists it has answered, and keeps the limit each asked the API server for.
 type listsDone struct {
 	client.WithWatch
-	done atomic.Int32
+	done   atomic.Int32
+	mu     sync.Mutex
+	limits []int64
 }
 
 func (c *listsDone) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
 	defer c.done.Add(1)
+	c.mu.Lock()
+	c.limits = append(c.limits, (&client.ListOptions{}).ApplyOptions(opts).AsListOptions().Limit)
+	c.mu.Unlock()
 	return c.WithWatch.List(ctx, list, opts...)
+}
+
+// TestWatchListsByPages: a watch with a Transform lists what it watches 500 at a time, transforming each page as
+// it comes, so that it never holds every object as the API server sends it (10 000 TrainJobs decoded at once
+// are about 30 MB).
+func TestWatchListsByPages(t *testing.T) {
+	c, f := newFixture(t)
+	const n = 501
+	var g errgroup.Group
+	g.SetLimit(8)
+	for i := range n {
+		g.Go(func() error {
+			return f.c.Create(t.Context(), &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: fmt.Sprintf("tj-%03d", i)},
+				Spec: trainer.TrainJobSpec{RuntimeRef: trainer.RuntimeRef{Name: "torch-distributed"}}})
+		})
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	wc, err := client.NewWithWatch(c.Config, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lists := &listsDone{WithWatch: wc}
+	synced := make(chan struct{})
+	var seen atomic.Int32
+	if _, err := (cmdutil.Watch{Object: &trainer.TrainJob{}, Namespace: f.ns, Transform: cmdutil.StripManagedFields,
+		Synced: func() { close(synced) }}).Start(t.Context(), lists, func(cmdutil.Event) { seen.Add(1) }); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-synced:
+	case <-time.After(time.Minute):
+		t.Fatal("the watch did not list within a minute")
+	}
+	lists.mu.Lock()
+	defer lists.mu.Unlock()
+	if got := seen.Load(); got != n || !slices.Equal(lists.limits, []int64{500, 500}) {
+		t.Errorf("the first list of %d TrainJobs: %d reported, limits asked %v; want %d, in two pages of 500", n, got, lists.limits, n)
+	}
 }
