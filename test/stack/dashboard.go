@@ -153,7 +153,20 @@ func Events(ctx context.Context, hc *http.Client, url string) (<-chan Event, err
 func Chromium(ctx context.Context, path string) (tab context.Context, stop context.CancelFunc) {
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox,
 		chromedp.WindowSize(1440, 900), chromedp.Flag("disable-dev-shm-usage", true))
+	// With --disable-dev-shm-usage the browser keeps its shared memory in files of TMPDIR
+	// (org.chromium.Chromium.*), which a browser killed at the end leaves there: a folder of its own, removed
+	// once it has stopped.
+	tmp, err := os.MkdirTemp("", "chromium-")
+	if err == nil {
+		opts = append(opts, chromedp.Env("TMPDIR="+tmp))
+	}
 	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
 	tab, cancelTab := chromedp.NewContext(alloc)
-	return tab, func() { cancelTab(); cancelAlloc() }
+	return tab, func() {
+		cancelTab()
+		cancelAlloc()
+		if tmp != "" {
+			_ = os.RemoveAll(tmp)
+		}
+	}
 }
